@@ -28,7 +28,7 @@ from hcl_cli.config import (
     StageConfig,
     option_name,
 )
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, UsageError
 from hcl_cli.params import warn_unknown_params
 
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
@@ -46,14 +46,19 @@ app = typer.Typer(
 def _stage_command(config_cls: type[StageConfig], module: str) -> Callable[..., None]:
     """A Typer command whose options are ``config_cls``'s fields; it runs ``stages.<module>.run``."""
 
+    hints = typing.get_type_hints(config_cls)
+    # A boolean *parameter* takes a value (``--clip true``), so dvc.yaml can pass ``${pretrain.clip}``.
+    valued_bools = {f.name for f in dataclasses.fields(config_cls) if hints[f.name] is bool and f.metadata.get("param")}
+
     def command(**values: Any) -> None:
+        for name in valued_bools:
+            values[name] = _parse_bool(name, values[name])
         config = config_cls(**values)
         importlib.import_module(f"stages.{module}").run(config)
 
-    hints = typing.get_type_hints(config_cls)
     parameters = []
     for f in dataclasses.fields(config_cls):
-        choices = f.metadata.get("choices")
+        choices = ("true", "false") if f.name in valued_bools else f.metadata.get("choices")
         kind = "Parameter" if f.metadata.get("param") else "Runtime"
         option = typer.Option(
             option_name(f.name),
@@ -61,8 +66,9 @@ def _stage_command(config_cls: type[StageConfig], module: str) -> Callable[..., 
             metavar=("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else None,
             rich_help_panel=f"{kind} options",
         )
-        annotation = Annotated[hints[f.name], option]
-        parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=annotation))
+        annotation = Annotated[str if f.name in valued_bools else hints[f.name], option]
+        default = str(f.default).lower() if f.name in valued_bools else f.default
+        parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
     command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     command.__doc__ = config_cls.__doc__
     return command
@@ -85,6 +91,15 @@ def compare(
 ) -> None:
     """Tabulate every DVC experiment (dvc exp show --json): sampler, beta, tau_plus against kNN and linear top-1."""
     importlib.import_module("stages.compare").run(out)
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise UsageError(f"{option_name(name)} must be true or false (got {value!r})")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,189 @@
+"""Encoders f(.) and the HCL projection head g(.), and their safetensors artifact.
+
+The model follows SimCLR as HCL uses it (Robinson et al., Sec. 5.1 and App. D.1): a backbone
+``f`` whose pooled output is the representation that embed and the evaluations read, and a
+two-layer projection head ``g`` whose output ``z = g(f(x))`` enters the contrastive loss.
+
+- ``small_cnn``: a few conv-BN-ReLU blocks and global average pooling, for 8x8 digits.
+- ``resnet18`` / ``resnet50``: torchvision's ResNets (no pretrained weights). For inputs of 64 px
+  or less they get the CIFAR stem of HCL's code: a 3x3 stride-1 first convolution and no max-pool.
+  The classifier ``fc`` is removed, so the backbone returns the pooled 512 / 2048 features.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torchvision
+from torch import Tensor, nn
+
+from hcl_cli.artifacts import library_versions, load_artifact, save_artifact
+from hcl_cli.errors import HclError, UsageError
+
+BUILT_ARCHS = ("small_cnn", "resnet18", "resnet50")
+ENCODER_KIND = "encoder"
+HEAD_HIDDEN_DIM = 512
+SMALL_CNN_MAX_SIZE = 16
+CIFAR_STEM_MAX_SIZE = 64
+ARCHITECTURE_FIELDS = ("arch", "in_channels", "image_size", "projection_dim")
+
+
+def resolve_arch(arch: str, image_size: int) -> str:
+    """Resolve ``auto``: ``small_cnn`` for images of 16 px or less, else ``resnet18``."""
+    if arch == "auto":
+        return "small_cnn" if image_size <= SMALL_CNN_MAX_SIZE else "resnet18"
+    if arch not in BUILT_ARCHS:
+        raise UsageError(f"--arch must be one of auto, {', '.join(BUILT_ARCHS)} (got {arch!r})")
+    return arch
+
+
+class SmallCNN(nn.Module):
+    """Three conv-BN-ReLU blocks (the last with stride 2) and global average pooling.
+
+    About 0.1 M parameters: enough for 8x8 digits, small enough to pretrain in seconds on a CPU.
+    """
+
+    def __init__(self, in_channels: int, widths: tuple[int, ...] = (32, 64, 128)) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = in_channels
+        for index, width in enumerate(widths):
+            stride = 2 if index == len(widths) - 1 else 1
+            layers += [nn.Conv2d(channels, width, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True)]
+            channels = width
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.feature_dim = channels
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.flatten(self.pool(self.features(x)), 1)
+
+
+def build_resnet(arch: str, in_channels: int, image_size: int) -> tuple[nn.Module, int]:
+    """A torchvision ResNet without its classifier; CIFAR stem for inputs of 64 px or less.
+
+    Returns the backbone and its feature size (512 for resnet18, 2048 for resnet50).
+    """
+    resnet = getattr(torchvision.models, arch)(weights=None)
+    if image_size <= CIFAR_STEM_MAX_SIZE:
+        resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        resnet.maxpool = nn.Identity()
+    elif in_channels != 3:
+        resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    feature_dim = resnet.fc.in_features
+    resnet.fc = nn.Identity()
+    return resnet, feature_dim
+
+
+class ProjectionHead(nn.Module):
+    """HCL's projection head g: Linear(feature_dim, 512, bias=False), BN, ReLU, Linear(512, projection_dim).
+
+    :meth:`forward_with_hidden` also returns the input of the last linear layer, the 512-d hidden
+    representation that UnDiMix scores negatives with.
+    """
+
+    def __init__(self, feature_dim: int, projection_dim: int, hidden_dim: int = HEAD_HIDDEN_DIM) -> None:
+        super().__init__()
+        self.hidden_layers = nn.Sequential(nn.Linear(feature_dim, hidden_dim, bias=False), nn.BatchNorm1d(hidden_dim), nn.ReLU(inplace=True))
+        self.output_layer = nn.Linear(hidden_dim, projection_dim)
+
+    def forward_with_hidden(self, features: Tensor) -> tuple[Tensor, Tensor]:
+        """Return ``(hidden, z)``: the last linear layer's input and the projection."""
+        hidden = self.hidden_layers(features)
+        return hidden, self.output_layer(hidden)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.forward_with_hidden(features)[1]
+
+
+class ContrastiveModel(nn.Module):
+    """Backbone f and projection head g; ``forward(x) -> (features, hidden, z)``.
+
+    ``features = f(x)`` is the representation used downstream, ``z = g(features)`` the embedding
+    the contrastive loss compares, and ``hidden`` the input of the head's last linear layer.
+    """
+
+    def __init__(self, arch: str, in_channels: int, image_size: int, projection_dim: int) -> None:
+        super().__init__()
+        self.arch = arch
+        self.in_channels = in_channels
+        self.image_size = image_size
+        self.projection_dim = projection_dim
+        if arch == "small_cnn":
+            self.backbone: nn.Module = SmallCNN(in_channels)
+            self.feature_dim: int = self.backbone.feature_dim
+        else:
+            self.backbone, self.feature_dim = build_resnet(arch, in_channels, image_size)
+        self.head = ProjectionHead(self.feature_dim, projection_dim)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        features = self.backbone(x)
+        hidden, z = self.head.forward_with_hidden(features)
+        return features, hidden, z
+
+    def architecture(self) -> dict[str, Any]:
+        """What :func:`build_model` needs to rebuild this model, plus its feature size."""
+        return {"arch": self.arch, "in_channels": self.in_channels, "image_size": self.image_size, "projection_dim": self.projection_dim, "feature_dim": self.feature_dim}
+
+
+def build_model(arch: str, in_channels: int, image_size: int, projection_dim: int) -> ContrastiveModel:
+    """Build an untrained encoder with its projection head; ``arch`` must already be resolved."""
+    if arch not in BUILT_ARCHS:
+        raise UsageError(f"--arch must be one of {', '.join(BUILT_ARCHS)} (got {arch!r}; resolve 'auto' with resolve_arch)")
+    return ContrastiveModel(arch, in_channels, image_size, projection_dim)
+
+
+def unwrap(model: nn.Module) -> ContrastiveModel:
+    """The ContrastiveModel behind a ``torch.compile`` wrapper (or the model itself)."""
+    inner = getattr(model, "_orig_mod", model)
+    if not isinstance(inner, ContrastiveModel):
+        raise TypeError(f"expected a ContrastiveModel, got {type(inner).__name__}")
+    return inner
+
+
+def save_encoder(path: str | os.PathLike[str], model: nn.Module, meta: dict[str, Any]) -> None:
+    """Write the model's state_dict as an ``encoder`` artifact (atomic) with its sidecar.
+
+    The sidecar holds ``meta`` (the caller's ``mean``, ``std``, ``config``, ``epoch``, ``seed``,
+    ``dataset``), the model's own architecture fields (``arch``, ``in_channels``, ``image_size``,
+    ``projection_dim``, ``feature_dim``), which take precedence, and the library ``versions``.
+    A ``torch.compile``-d model is saved under its original parameter names.
+    """
+    encoder = unwrap(model)
+    save_artifact(path, encoder.state_dict(), ENCODER_KIND, {**meta, **encoder.architecture(), "versions": library_versions()})
+
+
+def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[ContrastiveModel, dict[str, Any]]:
+    """Rebuild the model the sidecar names, load its weights, and return it in eval mode with the sidecar.
+
+    Any mismatch between the stored tensors and that architecture is a one-line HclError.
+    """
+    tensors, sidecar = load_artifact(path, ENCODER_KIND, expected={}, device=device)
+    arch = sidecar.get("arch")
+    if arch not in BUILT_ARCHS:
+        raise HclError(f"{path}: sidecar names an unknown arch {arch!r} (expected one of {', '.join(BUILT_ARCHS)})")
+    for name in ARCHITECTURE_FIELDS[1:]:
+        value = sidecar.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise HclError(f"{path}: sidecar field {name!r} must be a positive integer (got {value!r})")
+    model = build_model(arch, sidecar["in_channels"], sidecar["image_size"], sidecar["projection_dim"])
+    check_state_dict(path, model.state_dict(), tensors)
+    model.load_state_dict(tensors)
+    return model.to(device).eval(), sidecar
+
+
+def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], found: dict[str, Tensor]) -> None:
+    """Raise a one-line HclError unless ``found`` has exactly the keys, shapes and dtypes of ``expected``."""
+    missing = sorted(expected.keys() - found.keys())
+    unexpected = sorted(found.keys() - expected.keys())
+    if missing or unexpected:
+        raise HclError(f"{path}: weights do not match the architecture its sidecar names ({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. {unexpected[:2]})")
+    for name, reference in expected.items():
+        tensor = found[name]
+        if tensor.shape != reference.shape or tensor.dtype != reference.dtype:
+            raise HclError(
+                f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}, "
+                f"the architecture needs {str(reference.dtype).removeprefix('torch.')} {list(reference.shape)}"
+            )

@@ -1,0 +1,80 @@
+"""End to end: the real ``dvc repro`` in a temporary git+DVC repository, at a tiny setting.
+
+Asserts issue 2's caching contract: changing the sampler reruns pretrain and everything downstream
+but not prepare; changing knn.k reruns only knn-eval and report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {
+    "pretrain": {"epochs": 2, "batch_size": 64},
+    "linear": {"epochs": 20},
+    "knn": {"k": 10},
+    "report": {"anchors": 2},
+}
+
+pytestmark = pytest.mark.slow
+
+
+def run(cmd: list[str], cwd: Path) -> str:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def set_params(repo: Path, changes: dict[str, dict[str, object]]) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for group, values in changes.items():
+        params[group].update(values)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def repro(repo: Path) -> set[str]:
+    """Run ``dvc repro``; return the stages it ran (not the ones it skipped)."""
+    output = run(["dvc", "repro"], repo)
+    return set(re.findall(r"Running stage '([\w-]+)'", output))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pipeline")
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, path / name)
+    for folder in ("stages", "hcl_cli"):
+        shutil.copytree(ROOT / folder, path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    run(["git", "init", "-q"], path)
+    run(["dvc", "init", "-q"], path)
+    run(["dvc", "config", "core.analytics", "false"], path)
+    set_params(path, TINY)
+    return path
+
+
+def test_full_repro_writes_every_artifact(repo: Path) -> None:
+    ran = repro(repo)
+    assert ran == {"prepare", "pretrain", "embed", "linear-eval", "knn-eval", "report"}
+    for name in ("knn", "linear"):
+        metrics = json.loads((repo / "metrics" / f"{name}.json").read_text())
+        assert 0.0 <= metrics["top1"] <= metrics["top5"] <= 1.0
+    report = (repo / "reports" / "report.md").read_text()
+    assert f"{json.loads((repo / 'metrics' / 'knn.json').read_text())['top1']:.4f}" in report
+    assert repro(repo) == set(), "a second repro with nothing changed runs nothing"
+
+
+def test_sampler_change_reruns_downstream_but_not_prepare(repo: Path) -> None:
+    set_params(repo, {"pretrain": {"sampler": "ucl"}})
+    assert repro(repo) == {"pretrain", "embed", "linear-eval", "knn-eval", "report"}
+
+
+def test_knn_k_change_reruns_only_knn_and_report(repo: Path) -> None:
+    set_params(repo, {"knn": {"k": 5}})
+    assert repro(repo) == {"knn-eval", "report"}
