@@ -42,6 +42,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise HclError(f"cannot write {target}: {exc.strerror or exc}") from exc
     os.close(fd)
     tmp = Path(tmp_name)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give artifacts the usual permissions
     try:
         yield tmp
         with open(tmp, "rb+") as handle:
@@ -54,6 +55,12 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -8,7 +8,7 @@ module there too). ``hcl_cli.runtime.seed_everything`` therefore fixes every vie
 resume restores ``torch.get_rng_state()`` (and ``torch.cuda.get_rng_state()`` on CUDA).
 
 Recipes:
-- ``simclr``: the SimCLR augmentation HCL trains with (Robinson et al., App. D.1; Chen et al. 2020):
+- ``simclr``: the SimCLR augmentation (Chen et al. 2020, App. A) that HCL adopts (Robinson et al., App. D.1):
   RandomResizedCrop(scale 0.08-1), horizontal flip, ColorJitter(0.4, 0.4, 0.4, 0.1) with p = 0.8,
   grayscale with p = 0.2, optionally Gaussian blur with p = 0.5. Built on kornia.augmentation,
   imported only when this recipe is asked for.
@@ -73,7 +73,8 @@ class RandomResizedAffine(nn.Module):
     For every image draws an area fraction ``a ~ U(scale)``, an aspect ratio ``r`` log-uniform in
     ``ratio``, a crop of width ``sqrt(a r)`` and height ``sqrt(a / r)`` (clipped to the image) at a
     uniform position inside the image, and a rotation ``U(-max_rotation, max_rotation)``; then
-    resamples the crop to ``size`` (bilinear, zero padding, i.e. background for digits).
+    resamples the crop to ``size`` (bilinear; samples past the outermost pixel centres, and corners
+    that a rotation moves outside the image, take the nearest border pixel, as in a crop).
     """
 
     def __init__(self, size: int, scale: tuple[float, float], ratio: tuple[float, float], max_rotation_deg: float) -> None:
@@ -100,13 +101,14 @@ class RandomResizedAffine(nn.Module):
             dim=1,
         )
         grid = F.affine_grid(theta, [batch, images.shape[1], self.size, self.size], align_corners=False)
-        return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
 def build_augmentation(image_size: int, channels: int, mean: Sequence[float], std: Sequence[float], *, blur: bool, recipe: str) -> nn.Module:
     """The training augmentation: uint8 ``(B, C, H, W)`` -> float32 normalised views of ``image_size``.
 
-    Call it once per view; every image in every call gets its own random parameters.
+    Call it once per view; every image in every call gets its own random parameters. ``blur``
+    applies to the simclr recipe only (a blurred 8x8 digit is a blob).
     """
     if recipe not in RECIPES:
         raise UsageError(f"augmentation recipe must be one of {', '.join(RECIPES)} (got {recipe!r})")
@@ -124,14 +126,19 @@ def build_simclr_ops(image_size: int, channels: int, *, blur: bool) -> nn.Module
 
     kornia's ``ColorJitter`` (not ``ColorJiggle``) applies torchvision's formulas (brightness as a
     multiplier, contrast and saturation blended with the grayscale mean/image, torchvision's hue
-    shift), so it matches the ``transforms.ColorJitter`` of SimCLR and HCL's code. Colour ops need
-    three channels and are left out for grayscale images.
+    shift), so it matches the ``transforms.ColorJitter`` of SimCLR and HCL's code. The crop uses
+    ``cropping_mode="resample"``, one batched affine warp; kornia's default ``"slice"`` crops and
+    resizes image by image in a Python loop. Colour ops need three channels and are left out for
+    grayscale images.
     """
     try:
         import kornia.augmentation as K
     except ImportError:
         raise HclError("the simclr augmentation needs kornia, which is not installed (pip install kornia)") from None
-    ops: list[nn.Module] = [K.RandomResizedCrop((image_size, image_size), scale=SIMCLR_CROP_SCALE, ratio=CROP_RATIO), K.RandomHorizontalFlip()]
+    ops: list[nn.Module] = [
+        K.RandomResizedCrop((image_size, image_size), scale=SIMCLR_CROP_SCALE, ratio=CROP_RATIO, cropping_mode="resample"),
+        K.RandomHorizontalFlip(),
+    ]
     if channels == 3:
         ops += [K.ColorJitter(*SIMCLR_JITTER, p=SIMCLR_JITTER_P), K.RandomGrayscale(p=SIMCLR_GRAYSCALE_P)]
     if blur:

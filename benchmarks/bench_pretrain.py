@@ -1,0 +1,122 @@
+"""Pretraining throughput: images per second and epoch time of the real training loop.
+
+Runs :func:`stages.pretrain.train_one_epoch` (data order, index slicing of the device-resident
+uint8 set, two batched augmented views, forward, loss, backward, Adam) on a prepared folder, after
+one untimed warm-up step (for ``--compile``, the compilation). An image counts once, although it
+gives two views. No checkpoint is written and no probe runs, so the figures are the training loop
+alone. Writes ``benchmarks/results/pretrain_<arch>_<device>.json``.
+
+    python -m benchmarks.bench_pretrain --dataset data/prepared --arch small_cnn --batch-size 256 --device cpu
+    python -m benchmarks.bench_pretrain --dataset /tmp/cifar10 --arch resnet18 --batch-size 512 --device cuda --compile
+
+``--synthetic N`` first prepares, in a temporary folder, an image folder of N random 32x32 RGB
+images in 10 classes (through ``hcl prepare --dataset imagefolder``) and benchmarks on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from benchmarks.common import write_result
+from hcl_cli.checkpoint import CheckpointStore, StopRequest
+from hcl_cli.config import PrepareConfig, PretrainConfig
+from hcl_cli.datasets import load_card, load_split
+from hcl_cli.objectives import beta_at, threshold_at
+from hcl_cli.runtime import resolve_device, seed_everything
+from stages import prepare
+from stages.pretrain import EpochTotals, TrainingRun, build_training, train_one_epoch
+
+SYNTHETIC_CLASSES = 10
+SYNTHETIC_SIZE = 32
+
+
+def write_synthetic_image_folder(root: Path, count: int, seed: int = 0) -> None:
+    """``root/{train,test}/<class>/<n>.png``: ``count`` random RGB train images and a tenth of that for test."""
+    generator = np.random.default_rng(seed)
+    for split, size in (("train", count), ("test", max(SYNTHETIC_CLASSES, count // 10))):
+        for index in range(size):
+            folder = root / split / f"class{index % SYNTHETIC_CLASSES}"
+            folder.mkdir(parents=True, exist_ok=True)
+            pixels = generator.integers(0, 256, (SYNTHETIC_SIZE, SYNTHETIC_SIZE, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / f"{index}.png")
+
+
+def benchmark(config: PretrainConfig, epochs: int) -> dict[str, object]:
+    """Time ``epochs`` epochs of the training loop after one warm-up step."""
+    card = load_card(config.data)
+    device = resolve_device(config.device)
+    images, labels = load_split(config.data, "train", device)
+    seed_everything(config.seed)
+    model, step = build_training(config, card, device)
+    with tempfile.TemporaryDirectory() as scratch:
+        training = TrainingRun(config, model, step, images, labels, CheckpointStore(scratch), identity={})
+        sampler_state = {"beta": beta_at(config.beta, 0, epochs, config.anneal), "threshold": threshold_at(config.threshold_start, config.threshold_end, 0, epochs)}
+        step(images[: config.batch_size], labels[: config.batch_size], **sampler_state)
+        epoch_seconds = []
+        for epoch in range(epochs):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            train_one_epoch(training, epoch, 0, sampler_state, EpochTotals(), StopRequest())
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            epoch_seconds.append(time.perf_counter() - start)
+    images_per_epoch = training.steps_per_epoch * config.batch_size
+    median = statistics.median(epoch_seconds)
+    return {
+        "arch": model.arch,
+        "dataset": card["name"],
+        "image_shape": card["image_shape"],
+        "train_images": len(images),
+        "batch_size": config.batch_size,
+        "steps_per_epoch": training.steps_per_epoch,
+        "sampler": config.sampler,
+        "compile": config.compile,
+        "threads": torch.get_num_threads(),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "epoch_seconds": [round(s, 3) for s in epoch_seconds],
+        "median_epoch_seconds": round(median, 3),
+        "images_per_second": round(images_per_epoch / median, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="data/prepared", help="Prepared dataset folder (from hcl prepare).")
+    parser.add_argument("--synthetic", type=int, default=0, help="Instead, prepare N random 32x32 RGB images in a temporary folder.")
+    parser.add_argument("--arch", default="auto", help="small_cnn, resnet18, resnet50 or auto.")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda.")
+    parser.add_argument("--epochs", type=int, default=3, help="Timed epochs (the median is reported).")
+    parser.add_argument("--sampler", default="hucl")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the encoder.")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.dataset)
+        if args.synthetic:
+            write_synthetic_image_folder(Path(scratch) / "images", args.synthetic)
+            folder = Path(scratch) / "prepared"
+            prepare.run(PrepareConfig(dataset="imagefolder", path=str(Path(scratch) / "images"), out=str(folder)))
+        config = PretrainConfig(
+            data=str(folder), arch=args.arch, batch_size=args.batch_size, device=args.device, sampler=args.sampler, compile=args.compile, epochs=args.epochs
+        )
+        result = benchmark(config, args.epochs)
+    if args.synthetic:
+        result["dataset"] = f"synthetic imagefolder, {args.synthetic} random 32x32 RGB images"
+    device = resolve_device(args.device)
+    print(f"{result['arch']} on {device}: {result['images_per_second']} images/s, {result['median_epoch_seconds']} s per epoch of {result['steps_per_epoch']} steps")
+    write_result(f"pretrain_{result['arch']}_{device.type}", result, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""Resumable training checkpoints, without pickle, and a clean stop on SIGINT / SIGTERM.
+
+A checkpoint holds everything a bitwise-exact resume needs: the model's state_dict, the
+optimizer's state (its per-parameter tensors flattened into safetensors, its ``param_groups`` in
+JSON), the RNG states of torch (CPU and every CUDA device), NumPy and Python, the position in
+training (the next epoch and the steps of it already done), the sampler's state at that point
+and the config. Tensors go to ``NAME.safetensors`` and the rest to its JSON sidecar, both through
+:func:`hcl_cli.artifacts.save_artifact` (atomic).
+
+The folder keeps one checkpoint pair per position (``epoch-EEEE-step-SSSSSS``) and a pointer file
+``latest.json`` naming the newest. A save writes the new pair first, then replaces the pointer
+(atomically), then deletes the older pairs; so a process killed at any moment of a save leaves
+the pointer on a complete checkpoint, the previous one or the new one, never on half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from hcl_cli.artifacts import TensorSpec, library_versions, load_artifact, read_json, save_artifact, sidecar_path, write_json
+from hcl_cli.errors import HclError, UsageError
+
+CHECKPOINT_KIND = "checkpoint"
+POINTER_FILE = "latest.json"
+CHECKPOINT_TENSORS = {"rng.torch": TensorSpec(torch.uint8, 1), "rng.numpy": TensorSpec(torch.int64, 1)}
+RESUMABLE_CHANGES = ("epochs",)
+
+
+@dataclass(frozen=True)
+class TrainingPosition:
+    """Where training stands: ``epoch`` is the next epoch to run (0-based), ``step`` the steps of it already done."""
+
+    epoch: int
+    step: int
+
+    @property
+    def name(self) -> str:
+        """The checkpoint file stem for this position."""
+        return f"epoch-{self.epoch:04d}-step-{self.step:06d}"
+
+    def describe(self) -> str:
+        """For messages, 1-based: ``after epoch 3`` at an epoch boundary, else ``epoch 4, step 12``."""
+        return f"after epoch {self.epoch}" if self.step == 0 else f"epoch {self.epoch + 1}, step {self.step}"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A loaded checkpoint's position, the training loop's JSON state saved with it, and its file."""
+
+    position: TrainingPosition
+    loop_state: dict[str, Any]
+    path: Path
+
+
+class TrainingInterrupted(HclError):
+    """SIGINT or SIGTERM stopped training after a checkpoint was saved; exit code 128 + the signal number."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class CheckpointMismatch(UsageError):
+    """``--resume`` found a checkpoint of another run: other parameters, another dataset, or more epochs than asked for.
+
+    Raised before any state is restored, so the caller may start over instead; ``reason`` says why.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"--resume: {reason}; only --epochs may grow: run without --resume to start over")
+        self.reason = reason
+
+
+class CheckpointStore:
+    """The resumable checkpoints of one run, in ``folder`` (``OUT/checkpoints``)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    @property
+    def pointer(self) -> Path:
+        return self.folder / POINTER_FILE
+
+    def latest(self) -> Path | None:
+        """The newest complete checkpoint, or None when the folder holds none."""
+        if not self.pointer.is_file():
+            return None
+        name = read_json(self.pointer, what="checkpoint pointer").get("checkpoint")
+        if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
+            raise HclError(f"{self.pointer}: 'checkpoint' must name a .safetensors file in {self.folder} (got {name!r})")
+        return self.folder / name
+
+    def save(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        position: TrainingPosition,
+        loop_state: Mapping[str, Any],
+        identity: Mapping[str, Any],
+    ) -> Path:
+        """Write a checkpoint at ``position``, point ``latest.json`` at it, and delete the older ones.
+
+        ``loop_state`` is JSON the training loop needs back (the sampler's current beta and
+        threshold, the epoch's running sums). ``identity`` (the config's params and the dataset's
+        name) must match on resume, except for the keys in :data:`RESUMABLE_CHANGES`. A position
+        already saved (the newest checkpoint) is not written again: its state is the same.
+        """
+        path = self.folder / f"{position.name}.safetensors"
+        if self.latest() == path:
+            return path
+        optimizer_tensors, optimizer_groups = _flatten_optimizer(optimizer)
+        rng_tensors, rng_json = _capture_rng()
+        tensors = {**{f"model.{name}": t for name, t in model.state_dict().items()}, **optimizer_tensors, **rng_tensors}
+        meta = {
+            "position": {"epoch": position.epoch, "step": position.step},
+            "loop_state": dict(loop_state),
+            "identity": dict(identity),
+            "optimizer": {"param_groups": optimizer_groups},
+            "rng": rng_json,
+            "versions": library_versions(),
+        }
+        save_artifact(path, tensors, CHECKPOINT_KIND, meta)
+        write_json(self.pointer, {"checkpoint": path.name})
+        self._remove_all_but(path)
+        return path
+
+    def load(self, model: nn.Module, optimizer: torch.optim.Optimizer, identity: Mapping[str, Any], epochs: int) -> Checkpoint | None:
+        """Restore model, optimizer and RNG states from the newest checkpoint; None when there is none.
+
+        A checkpoint made with other parameters (other than ``epochs``), on another dataset, or
+        past ``epochs`` raises :class:`CheckpointMismatch` before anything is restored; a corrupt
+        or foreign one a one-line HclError.
+        """
+        path = self.latest()
+        if path is None:
+            return None
+        tensors, sidecar = load_artifact(path, CHECKPOINT_KIND, CHECKPOINT_TENSORS)
+        try:
+            position = TrainingPosition(int(sidecar["position"]["epoch"]), int(sidecar["position"]["step"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HclError(f"{path}: the sidecar records no valid 'position' ({exc})") from exc
+        _check_identity(path, sidecar.get("identity"), identity)
+        if position.epoch > epochs:
+            raise CheckpointMismatch(f"{path} has done {position.epoch} epochs, more than --epochs {epochs}")
+        try:
+            model.load_state_dict({name.removeprefix("model."): t for name, t in tensors.items() if name.startswith("model.")})
+            optimizer.load_state_dict(_unflatten_optimizer(tensors, sidecar["optimizer"]["param_groups"]))
+            _restore_rng(tensors, sidecar["rng"])
+            loop_state = dict(sidecar["loop_state"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise HclError(f"{path}: not a checkpoint of this model ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+        return Checkpoint(position, loop_state, path)
+
+    def clear(self) -> None:
+        """Delete every checkpoint (a fresh run starts over), the pointer first."""
+        self.pointer.unlink(missing_ok=True)
+        self._remove_all_but(None)
+
+    def _remove_all_but(self, keep: Path | None) -> None:
+        """Delete older checkpoint pairs, and the temporary files of a killed save (ours and safetensors')."""
+        kept = {keep.name, sidecar_path(keep).name} if keep else set()
+        for pattern in ("epoch-*", ".*.tmp", ".tmp*"):
+            for path in self.folder.glob(pattern):
+                if path.name not in kept:
+                    path.unlink(missing_ok=True)
+
+
+def _check_identity(path: Path, saved: Any, current: Mapping[str, Any]) -> None:
+    if not isinstance(saved, dict):
+        raise HclError(f"{path}: the sidecar records no 'identity' (parameters and dataset)")
+    changed = [key for key in sorted(saved.keys() | current.keys()) if key not in RESUMABLE_CHANGES and saved.get(key) != current.get(key)]
+    if changed:
+        differences = ", ".join(f"{key} {saved.get(key)!r} -> {current.get(key)!r}" for key in changed)
+        raise CheckpointMismatch(f"{path} was made with other settings ({differences})")
+
+
+def _flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
+    """The optimizer's per-parameter state as ``optimizer.<index>.<slot>`` tensors, and its param_groups as JSON."""
+    state = optimizer.state_dict()
+    tensors = {f"optimizer.{index}.{slot}": torch.as_tensor(value) for index, slots in state["state"].items() for slot, value in slots.items()}
+    return tensors, state["param_groups"]
+
+
+def _unflatten_optimizer(tensors: Mapping[str, torch.Tensor], param_groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rebuild a state_dict for ``Optimizer.load_state_dict`` from :func:`_flatten_optimizer`'s output."""
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, tensor in tensors.items():
+        if name.startswith("optimizer."):
+            _, index, slot = name.split(".", 2)
+            state.setdefault(int(index), {})[slot] = tensor
+    return {"state": state, "param_groups": param_groups}
+
+
+def _capture_rng() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Every RNG that training draws from: torch (CPU, each CUDA device), NumPy's and Python's global ones."""
+    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
+    version, python_state, gauss_next = random.getstate()
+    tensors = {"rng.torch": torch.get_rng_state(), "rng.numpy": torch.from_numpy(keys.astype(np.int64))}
+    if torch.cuda.is_available():
+        tensors |= {f"rng.cuda.{index}": state for index, state in enumerate(torch.cuda.get_rng_state_all())}
+    rng_json = {
+        "numpy": {"kind": kind, "position": int(position), "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)},
+        "python": {"version": version, "state": list(python_state), "gauss_next": gauss_next},
+    }
+    return tensors, rng_json
+
+
+def _restore_rng(tensors: Mapping[str, torch.Tensor], rng_json: Mapping[str, Any]) -> None:
+    torch.set_rng_state(tensors["rng.torch"])
+    for index in range(torch.cuda.device_count()):
+        if f"rng.cuda.{index}" in tensors:
+            torch.cuda.set_rng_state(tensors[f"rng.cuda.{index}"], index)
+    numpy_state = rng_json["numpy"]
+    keys = tensors["rng.numpy"].numpy().astype(np.uint32)
+    np.random.set_state((numpy_state["kind"], keys, numpy_state["position"], numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
+    python_state = rng_json["python"]
+    random.setstate((python_state["version"], tuple(python_state["state"]), python_state["gauss_next"]))
+
+
+class StopRequest:
+    """Set by SIGINT / SIGTERM while :func:`stop_on_signals` is active; training polls it at step boundaries."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[StopRequest]:
+    """Turn SIGINT and SIGTERM into a :class:`StopRequest` for the duration of the block.
+
+    The first signal only records itself (training stops at the next step boundary and saves a
+    checkpoint); the handlers are then put back, so a second Ctrl-C or SIGTERM acts at once.
+    Outside the main thread, where Python cannot install handlers, signals keep their defaults.
+    """
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in signals}
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        request.signum = signum
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    for signum in signals:
+        signal.signal(signum, record)
+    try:
+        yield request
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,113 @@
+"""The embeddings artifact, and the top-k accuracy that kNN and linear readout report on it.
+
+``data/embeddings.safetensors`` (kind ``"embeddings"``) holds the frozen encoder's features of the
+train and test splits: ``{split}_backbone`` float32 (N, F), ``{split}_projection`` float32 (N, P) and
+``{split}_labels`` int64 (N,), with the dataset's ``classes`` in the sidecar. :func:`save_embeddings`
+is the only writer and :func:`load_embeddings` the only reader; both refuse an inconsistent file
+with one line naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from hcl_cli.artifacts import TensorSpec, library_versions, load_artifact, save_artifact
+from hcl_cli.config import FEATURES
+from hcl_cli.errors import HclError, UsageError
+
+EMBEDDINGS_KIND = "embeddings"
+SPLITS = ("train", "test")
+TENSOR_SPECS: dict[str, TensorSpec] = {
+    **{f"{split}_{feature}": TensorSpec(torch.float32, 2) for split in SPLITS for feature in FEATURES},
+    **{f"{split}_labels": TensorSpec(torch.int64, 1) for split in SPLITS},
+}
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """One feature's labelled embeddings: the train split is the kNN bank / readout training set, the test split is scored."""
+
+    feature: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    classes: list[str]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+
+def save_embeddings(path: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> None:
+    """Write the embeddings artifact atomically; ``meta`` holds ``dataset``, ``classes`` and ``encoder``."""
+    for name, spec in TENSOR_SPECS.items():
+        tensor = tensors.get(name)
+        if tensor is None or tensor.dtype != spec.dtype or tensor.ndim != spec.ndim:
+            raise HclError(f"{path}: embeddings need {name!r} as {str(spec.dtype).removeprefix('torch.')} with {spec.ndim} dims")
+    _check_consistent(path, tensors, FEATURES)
+    save_artifact(path, tensors, EMBEDDINGS_KIND, {"versions": library_versions(), **meta})
+
+
+def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
+    """Read one feature's train and test embeddings with their labels, on the CPU.
+
+    Raises a one-line :class:`UsageError` for an unknown feature and :class:`HclError` for a file
+    whose embeddings and labels differ in length, whose train and test dimensions differ, whose
+    embeddings are not finite, or whose labels are missing, unlabelled (-1) or outside the listed classes.
+    """
+    if feature not in FEATURES:
+        raise UsageError(f"--feature {feature!r} is unknown: {path} holds {', '.join(FEATURES)}")
+    names = [f"{split}_{kind}" for split in SPLITS for kind in (feature, "labels")]
+    tensors, sidecar = load_artifact(path, EMBEDDINGS_KIND, {name: TENSOR_SPECS[name] for name in names})
+    classes = sidecar.get("classes")
+    if not isinstance(classes, list) or not classes:
+        raise HclError(f"{path}: the sidecar lists no classes, so the labels cannot be evaluated")
+    _check_consistent(path, tensors, (feature,))
+    for split in SPLITS:
+        if not tensors[f"{split}_{feature}"].isfinite().all():
+            raise HclError(f"{path}: {split}_{feature} holds NaN or infinite values")
+        labels = tensors[f"{split}_labels"]
+        if (labels < 0).any():
+            raise HclError(f"{path}: {split}_labels holds -1 (unlabelled images); kNN and linear evaluation need labelled {split} embeddings")
+        if (labels >= len(classes)).any():
+            raise HclError(f"{path}: {split}_labels holds label {int(labels.max())}, but the sidecar lists {len(classes)} classes")
+    return EvalSet(
+        feature=feature,
+        train_x=tensors[f"train_{feature}"],
+        train_y=tensors["train_labels"],
+        test_x=tensors[f"test_{feature}"],
+        test_y=tensors["test_labels"],
+        classes=[str(name) for name in classes],
+    )
+
+
+def _check_consistent(path: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor], features: Sequence[str]) -> None:
+    """Each split is non-empty with one label per embedding, and train and test share each feature's dimension."""
+    for split in SPLITS:
+        count = len(tensors[f"{split}_labels"])
+        if count == 0:
+            raise HclError(f"{path}: the {split} split holds no embeddings")
+        for feature in features:
+            rows = len(tensors[f"{split}_{feature}"])
+            if rows != count:
+                raise HclError(f"{path}: {split}_{feature} holds {rows} embeddings but {split}_labels holds {count} labels")
+    for feature in features:
+        train_dim, test_dim = tensors[f"train_{feature}"].shape[1], tensors[f"test_{feature}"].shape[1]
+        if train_dim != test_dim:
+            raise HclError(f"{path}: train_{feature} has dimension {train_dim} but test_{feature} has {test_dim}")
+
+
+def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 5)) -> dict[int, float]:
+    """Share of rows whose true label is among the ``k`` highest class scores, for each ``k``.
+
+    ``k`` is capped at the number of classes, so top-5 of a 3-class problem is 1.0.
+    """
+    ranked = scores.topk(min(max(ks), scores.shape[1]), dim=1).indices
+    hits = ranked == labels.to(ranked.device)[:, None]
+    return {k: hits[:, :k].any(dim=1).float().mean().item() for k in ks}

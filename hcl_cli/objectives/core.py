@@ -1,0 +1,199 @@
+"""The one contrastive objective that every sampler shares, and the batch it is computed on.
+
+Notation (issue 3): ``Z = [z1; z2]`` L2-normalised, 2B rows; row ``i``'s *partner* is the other
+view of the same image; ``s_ij = z_i.z_j / t``; ``M = N = 2B - 2``. A sampler only chooses the
+negative distribution ``q(j|i)`` (as log-weights over the 2B candidates, ``-inf`` off its
+support) and whether the HCL debiasing applies. This module turns that into the loss:
+
+    E_i        = sum_j q(j|i) exp(s_ij)                      (log domain: logsumexp)
+    Ng_ip      = M E_i                                        (plain)
+    Ng_ip      = max((M E_i - tau+ M exp(s_ip)) / (1 - tau+), M exp(-1/t))   (debiased, HCL Fig. 13)
+    term_ip    = log(1 + Ng_ip exp(-s_ip)) = softplus(log Ng_ip - s_ip)      ("nce")
+    term_ip    = t (E_q[s_ij] - s_ip) = E_q[z_i.z_j] - z_i.z_p               ("bcl", HCL-OT Eq. 9)
+
+for every positive pair ``(i, p)``: the partner for the unsupervised samplers, every other sample
+with the anchor's label for the supervised ones. The loss is the mean of the terms over all
+positive pairs of the anchors that have at least one negative. ``term_ip`` is exactly HCL's ``-log(pos / (pos + Ng))``
+and H-SCL's Eq. (3) ``log(1 + M exp(-s_ip) E_i)``, so SimCLR, debiased, HCL, SCL, H-SCL, HCL-OT
+and UnDiMix are all this one function with different ``q``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+Objective = Literal["nce", "bcl"]
+
+
+@dataclass(frozen=True)
+class PairMasks:
+    """The label-free structure of a batch of B images in two views, built once per (B, device)."""
+
+    rows: Tensor
+    """(2B,) int64: ``0 .. 2B - 1``."""
+    partner: Tensor
+    """(2B,) int64: the row of each row's other view, ``(i + B) mod 2B``."""
+    partner_pairs: Tensor
+    """(2B,) int64: the flat index ``i * 2B + partner(i)`` of each (row, partner) pair."""
+    negatives: Tensor
+    """(2B, 2B) bool: every pair except self and partner."""
+    others: Tensor
+    """(2B, 2B) bool: every pair except self."""
+
+
+@functools.lru_cache(maxsize=16)
+def pair_masks(batch_size: int, device: torch.device) -> PairMasks:
+    """The cached :class:`PairMasks` of a batch size on a device (no loop over the batch)."""
+    with torch.inference_mode(False):
+        rows = 2 * batch_size
+        index = torch.arange(rows, device=device)
+        partner = (index + batch_size) % rows
+        is_self = index[:, None] == index[None, :]
+        is_partner = index[:, None] == partner[None, :]
+        return PairMasks(rows=index, partner=partner, partner_pairs=index * rows + partner, negatives=~(is_self | is_partner), others=~is_self)
+
+
+def uniform_on(support: Tensor, dtype: torch.dtype) -> Tensor:
+    """Log-weights of the uniform distribution on ``support`` (bool): 0 there, ``-inf`` elsewhere."""
+    return torch.full(support.shape, -math.inf, dtype=dtype, device=support.device).masked_fill_(support, 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def uniform_log_weights(batch_size: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """The cached (2B, 2B) log-weights of the uniform distribution over each anchor's N negatives."""
+    with torch.inference_mode(False):
+        return uniform_on(pair_masks(batch_size, device).negatives, dtype)
+
+
+class PairBatch:
+    """One batch of two views, prepared once for the sampler and the objective.
+
+    Everything is in ``compute_dtype``: float64 for float64 inputs, float32 otherwise (also for
+    bf16/fp16 inputs under autocast), so the loss stays finite at low temperature.
+    """
+
+    def __init__(self, z1: Tensor, z2: Tensor, labels: Tensor | None, temperature: float) -> None:
+        self.batch_size = z1.shape[0]
+        self.compute_dtype = torch.float64 if z1.dtype == torch.float64 else torch.float32
+        self.temperature = temperature
+        self.raw = torch.cat([z1, z2]).to(self.compute_dtype)
+        """(2B, d) the projections as given (before normalisation)."""
+        self.z = F.normalize(self.raw, dim=1)
+        self.cosine = self.z @ self.z.T
+        """(2B, 2B) z_i.z_j."""
+        self.logits = self.cosine / temperature
+        """(2B, 2B) s_ij = z_i.z_j / t."""
+        self.masks = pair_masks(self.batch_size, z1.device)
+        self.labels = None if labels is None else torch.cat([labels, labels]).to(z1.device)
+        """(2B,) the image labels of both views, or None."""
+
+    @property
+    def num_negatives(self) -> int:
+        """M = N = 2B - 2, the number of candidates each anchor contrasts with."""
+        return 2 * self.batch_size - 2
+
+    @property
+    def labelled(self) -> Tensor:
+        """(2B,) int64 labels of both views; raises if the batch has none."""
+        if self.labels is None:
+            raise ValueError("this batch has no labels")
+        return self.labels
+
+    def positive_pairs(self, supervised: bool) -> tuple[Tensor, Tensor]:
+        """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * 2B + p``.
+
+        Unsupervised: each row and its partner (cached). Supervised (H-SCL): every row and every
+        other row with the same label, partner included (found with ``nonzero``: one device sync
+        per step on CUDA).
+        """
+        if not supervised:
+            return self.masks.rows, self.masks.partner_pairs
+        same_label = self.labelled[:, None] == self.labelled[None, :]
+        pairs = torch.nonzero((same_label & self.masks.others).view(-1)).squeeze(1)
+        return pairs.div(2 * self.batch_size, rounding_mode="floor"), pairs
+
+
+@dataclass(frozen=True)
+class NegativeWeights:
+    """What a sampler returns: its negative distribution over the batch, up to normalisation."""
+
+    log_weights: Tensor
+    """(2B, 2B) log w_ij, ``-inf`` where q(j|i) = 0; rows need not be normalised, but every row
+    needs a finite entry (give an invalid anchor any placeholder row: it is ignored)."""
+    anchor_valid: Tensor | None = None
+    """(2B,) bool: anchors that have a negative at all (None: all do). The others are left out."""
+    debiased: bool = False
+    """Apply HCL's tau+ debiasing and the ``M exp(-1/t)`` floor (debiased, hucl, ot)."""
+    objective: Objective = "nce"
+
+
+@dataclass(frozen=True)
+class LossStats:
+    """Book-keeping of one loss evaluation (0-dim int64 tensors; ``.item()`` them to log)."""
+
+    terms: Tensor
+    """Positive pairs averaged over, counting all anchors (the denominator of the mean)."""
+    anchors_without_negatives: Tensor
+    """Anchors left out because no candidate had a different label (supervised samplers)."""
+
+
+def negative_distribution(negatives: NegativeWeights) -> Tensor:
+    """q(j|i), (2B, 2B): the sampler's weights normalised per row; zero rows for invalid anchors."""
+    q = torch.softmax(negatives.log_weights, dim=1)
+    if negatives.anchor_valid is None:
+        return q
+    return q * negatives.anchor_valid[:, None]
+
+
+def debiased_log_mean(log_mean: Tensor, positive_logits: Tensor, tau_plus: float, floor: float) -> Tensor:
+    """log of ``max((E - tau+ exp(s_ip)) / (1 - tau+), exp(floor))``, computed without leaving the log domain.
+
+    HCL (Robinson et al. 2021) Eq. (4) with Fig. 13's clamp ``Ng >= N exp(-1/t)``, divided by N.
+    Where ``tau+ exp(s_ip) / E`` is 1 or more to within rounding, the correction is not positive
+    and the floor applies (with zero gradient, never NaN).
+    """
+    if tau_plus > 0:
+        largest_ratio = math.log1p(-torch.finfo(log_mean.dtype).eps)
+        log_ratio = math.log(tau_plus) + positive_logits - log_mean
+        corrected = log_mean + torch.log1p(-torch.exp(log_ratio.clamp(max=largest_ratio))) - math.log1p(-tau_plus)
+        log_mean = torch.where(log_ratio < largest_ratio, corrected, -math.inf)
+    return log_mean.clamp(min=floor)
+
+
+def contrastive_objective(
+    batch: PairBatch,
+    negatives: NegativeWeights,
+    *,
+    supervised: bool,
+    tau_plus: float,
+    anchor_mask: Tensor | None = None,
+) -> tuple[Tensor, LossStats]:
+    """The loss of the module docstring for a sampler's ``negatives``, and its :class:`LossStats`.
+
+    ``anchor_mask`` (2B,) bool keeps only those anchors' terms in the sum while still dividing by
+    the number of terms over all anchors, so losses over disjoint masks add up to the full loss.
+    """
+    log_weights = negatives.log_weights
+    log_normaliser = torch.logsumexp(log_weights, dim=1)
+    anchors, pairs = batch.positive_pairs(supervised)
+    positive_logits = batch.logits.reshape(-1).index_select(0, pairs)
+    if negatives.objective == "bcl":
+        expected_cosine = (torch.exp(log_weights - log_normaliser[:, None]) * batch.cosine).sum(dim=1)
+        terms = expected_cosine.index_select(0, anchors) - positive_logits * batch.temperature
+    else:
+        log_mean = (torch.logsumexp(log_weights + batch.logits, dim=1) - log_normaliser).index_select(0, anchors)
+        if negatives.debiased:
+            log_mean = debiased_log_mean(log_mean, positive_logits, tau_plus, floor=-1.0 / batch.temperature)
+        terms = F.softplus(math.log(batch.num_negatives) + log_mean - positive_logits)
+    valid = torch.ones_like(batch.masks.rows, dtype=torch.bool) if negatives.anchor_valid is None else negatives.anchor_valid
+    total_terms = valid.index_select(0, anchors).sum()
+    kept = valid if anchor_mask is None else valid & anchor_mask
+    loss = (terms * kept.index_select(0, anchors)).sum() / total_terms.clamp(min=1)
+    return loss, LossStats(terms=total_terms, anchors_without_negatives=(~valid).sum())

@@ -1,0 +1,67 @@
+"""Label-aware negatives of H-SCL (Jiang et al., "Supervised contrastive learning with hard
+negative samples"): SCL, H-SCL(beta) and H-SCL(tau).
+
+Negatives of anchor i are the batch samples with a *different* label (Sec. III-B), tilted by a
+hardening function eta (Definition 1): ``eta_exp(s) = exp(beta s)`` for H-SCL(beta) (beta = 0 is
+SCL) and ``eta_thresh = 1(cos >= l)`` for H-SCL(tau). Positives are every other sample with the
+anchor's label, partner included. The loss is Eq. (3), the large-negative-sample InfoNCE,
+
+    E_i = sum_j eta_ij exp(s_ij) / sum_j eta_ij,   loss = mean over positive pairs (i, p) of log(1 + M exp(-s_ip) E_i)
+
+with M = 2B - 2 (the paper's "batch size minus 2" for its B two-view pairs). No tau+ debiasing:
+the labels already remove the false negatives. An anchor whose batch holds no different-label
+sample has no negative distribution; it is left out of the mean and counted in
+:class:`~hcl_cli.objectives.core.LossStats` ``anchors_without_negatives``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives.core import NegativeWeights, PairBatch, uniform_on
+from hcl_cli.objectives.hcl import tilted_log_weights
+from hcl_cli.objectives.options import SamplerOptions
+
+
+def different_label_support(batch: PairBatch) -> tuple[Tensor, Tensor]:
+    """The pairs of different labels, and which anchors have any.
+
+    An anchor has no different-label sample exactly when the whole batch shares its label, so
+    validity is one flag for the batch. Such a batch gets the unsupervised negatives (every image
+    its own class) as placeholder rows: finite, and ignored by the objective.
+    """
+    labels = batch.labelled
+    has_negatives = (labels != labels[0]).any()
+    classes = torch.where(has_negatives, labels, batch.masks.rows.remainder(batch.batch_size))
+    return classes[:, None] != classes[None, :], has_negatives.expand(len(labels))
+
+
+def hscl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+    """H-SCL(beta): different-label negatives weighted by ``exp(beta s_ij)`` (``clip`` as in HCL)."""
+    support, anchor_valid = different_label_support(batch)
+    return NegativeWeights(tilted_log_weights(batch, uniform_on(support, batch.compute_dtype), options.beta, options.clip), anchor_valid)
+
+
+def scl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+    """SCL: different-label negatives, uniformly weighted (H-SCL(beta) with beta = 0)."""
+    support, anchor_valid = different_label_support(batch)
+    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)
+
+
+def hscl_threshold(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+    """H-SCL(tau): uniform over the different-label samples whose cosine with the anchor is >= l.
+
+    The paper's threshold ``tau = exp(l / t)`` on ``exp(s_ij)`` is ``cos_ij >= l``; ``l`` is passed
+    as ``threshold`` and follows Eq. (4) over training (:func:`~hcl_cli.objectives.threshold_at`).
+    Fallback (our choice; the paper does not say): an anchor none of whose different-label samples
+    reaches the threshold uses all of them, i.e. SCL for that anchor, rather than being dropped.
+    """
+    if options.threshold is None:
+        raise UsageError("the hscl-threshold sampler needs the current cosine threshold (threshold=...)")
+    support, anchor_valid = different_label_support(batch)
+    hard = support & (batch.cosine >= options.threshold)
+    support = hard.where(hard.any(dim=1, keepdim=True), support)
+    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)
+

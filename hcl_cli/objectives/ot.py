@@ -1,0 +1,120 @@
+"""Hard negatives by entropic optimal transport, HCL-OT (Jiang et al., "Hard negative sampling via
+regularized optimal transport for contrastive representation learning", IJCNN 2023).
+
+The negative distribution is the coupling P of the batch with itself that solves Eq. (5) with
+phi = KL (entropic OT), uniform marginals 1/(2B), ground cost ``C_ij = ||z_i - z_j||^2`` (or, with
+``ot_cost="exp"``, Sec. VII-C's ``exp(||z_i - z_j||^2 - kappa)``) and ``C = +inf`` on self and
+partner (the "non self-coupling" property). By Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``,
+found with log-domain Sinkhorn iterations on detached embeddings (no gradient flows through P).
+Each anchor's negative distribution is its row, ``q(j|i) = 2B P_ij``, and the loss is Eq. (8) with
+HCL's tau+ debiasing and clamp (``ot_loss="nce"``: ``Ng_i = N sum_j q_ij exp(s_ij)``), or the basic
+contrastive loss of Eq. (9), ``E_q[z_i.z_j] - z_i.z_p`` (``ot_loss="bcl"``; tau+ does not apply).
+As ``eps -> inf``, q becomes uniform over the N negatives and ``ot`` becomes ``debiased``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from hcl_cli.objectives.core import NegativeWeights, PairBatch
+from hcl_cli.objectives.options import SamplerOptions
+
+
+Reduction = Callable[[Tensor], Tensor]
+
+
+class KernelProducts:
+    """Sinkhorn's two log-domain reductions of the kernel ``log K`` as matrix-vector products.
+
+    ``rows(g)_i = log sum_j exp(log K_ij + g_j)`` is computed as
+    ``m_i + max(g) + log(sum_j exp(log K_ij - m_i) exp(g_j - max(g)))`` with ``m_i = max_j log K_ij``
+    (and ``columns(f)`` likewise): the kernel, scaled to a largest entry of 1 per row (column), is
+    exponentiated once, so an iteration costs a product with a vector instead of an exponential
+    over the whole matrix. The values equal ``logsumexp``'s unless a sum gets so small that the
+    entries lost to underflow (each below the dtype's ``tiny``) could matter;
+    :meth:`lost_precision` reports that, and the caller then redoes the work with ``logsumexp``.
+    """
+
+    def __init__(self, log_kernel: Tensor) -> None:
+        self.row_shift = log_kernel.amax(dim=1)
+        self.column_shift = log_kernel.amax(dim=0)
+        self.row_kernel = torch.exp(log_kernel - self.row_shift[:, None])
+        self.column_kernel = torch.exp(log_kernel - self.column_shift[None, :]).T
+        info = torch.finfo(log_kernel.dtype)
+        self.smallest_safe_sum = log_kernel.shape[0] * info.tiny / info.eps
+        self.smallest_sum = torch.tensor(math.inf, dtype=log_kernel.dtype, device=log_kernel.device)
+
+    def rows(self, potential: Tensor) -> Tensor:
+        return self._reduce(self.row_kernel, self.row_shift, potential)
+
+    def columns(self, potential: Tensor) -> Tensor:
+        return self._reduce(self.column_kernel, self.column_shift, potential)
+
+    def lost_precision(self) -> bool:
+        """Whether some sum was small enough for underflowed entries to exceed one rounding error (or was NaN)."""
+        return not bool(self.smallest_sum >= self.smallest_safe_sum)
+
+    def _reduce(self, kernel: Tensor, shift: Tensor, potential: Tensor) -> Tensor:
+        top = potential.max()
+        sums = kernel @ torch.exp(potential - top)
+        self.smallest_sum = torch.minimum(self.smallest_sum, sums.min())
+        return shift + top + torch.log(sums)
+
+
+def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
+    """log P of the entropic OT coupling between two uniform distributions over the rows of ``cost``.
+
+    Sinkhorn-Knopp (Cuturi 2013) in the log domain: at most ``iterations`` rounds of the column
+    update then the row update, the order of POT's ``ot.sinkhorn``, so the rows sum to exactly 1/n
+    and the columns to 1/n up to the convergence error. It stops early once a round changes the
+    row potentials by less than the square root of the machine epsilon (3e-4 in float32, 1.5e-8
+    in float64), i.e. once the marginals hold to that relative error; float32 rounding keeps the
+    potentials from settling much below ~1e-5. The reductions are :class:`KernelProducts`, or
+    plain ``logsumexp`` when those would lose precision (a kernel of very wide dynamic range, e.g.
+    a tiny ``epsilon``). ``+inf`` costs get zero mass.
+    """
+    log_kernel = -cost / epsilon
+    products = KernelProducts(log_kernel)
+    log_coupling = sinkhorn_iterations(log_kernel, products.rows, products.columns, iterations)
+    if products.lost_precision():
+        log_coupling = sinkhorn_iterations(
+            log_kernel,
+            lambda potential: torch.logsumexp(log_kernel + potential[None, :], dim=1),
+            lambda potential: torch.logsumexp(log_kernel + potential[:, None], dim=0),
+            iterations,
+        )
+    return log_coupling
+
+
+def sinkhorn_iterations(log_kernel: Tensor, reduce_rows: Reduction, reduce_columns: Reduction, iterations: int) -> Tensor:
+    """The log-domain Sinkhorn loop of :func:`sinkhorn_log_coupling` with the given reductions."""
+    size = log_kernel.shape[0]
+    log_marginal = -math.log(size)
+    tolerance = math.sqrt(torch.finfo(log_kernel.dtype).eps)
+    row_potential = torch.zeros(size, dtype=log_kernel.dtype, device=log_kernel.device)
+    for _ in range(iterations):
+        column_potential = log_marginal - reduce_columns(row_potential)
+        updated = log_marginal - reduce_rows(column_potential)
+        change = (updated - row_potential).abs().max()
+        row_potential = updated
+        if change < tolerance:
+            break
+    return log_kernel + row_potential[:, None] + column_potential[None, :]
+
+
+def transport_cost(batch: PairBatch, options: SamplerOptions) -> Tensor:
+    """(2B, 2B) ground cost on the detached unit embeddings, ``+inf`` on self and partner."""
+    squared_distance = (2.0 - 2.0 * batch.cosine.detach()).clamp(min=0.0)
+    cost = squared_distance if options.ot_cost == "sq" else torch.exp(squared_distance - options.ot_kappa)
+    return cost.masked_fill(~batch.masks.negatives, math.inf)
+
+
+@torch.no_grad()
+def ot(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+    """q(j|i) = 2B P_ij from the entropic OT coupling of the batch with itself."""
+    log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations)
+    return NegativeWeights(log_coupling + math.log(2 * batch.batch_size), debiased=options.ot_loss == "nce", objective=options.ot_loss)

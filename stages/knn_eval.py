@@ -1,0 +1,28 @@
+"""knn-eval: weighted kNN top-1 and top-5 of the test embeddings, the train embeddings being the bank (HCL Sec. 6.3)."""
+
+from __future__ import annotations
+
+from hcl_cli.artifacts import write_json
+from hcl_cli.config import KnnConfig
+from hcl_cli.embeddings import load_embeddings, topk_accuracy
+from hcl_cli.knn import knn_predict
+from hcl_cli.runtime import resolve_device
+
+
+def run(config: KnnConfig) -> None:
+    """Score the test split against the train split's bank and write ``config.out``."""
+    device = resolve_device(config.device)
+    data = load_embeddings(config.embeddings, config.feature)
+    scores = knn_predict(
+        data.train_x,
+        data.train_y,
+        data.test_x.to(device),
+        k=config.k,
+        temperature=config.temperature,
+        num_classes=data.num_classes,
+        chunk_size=config.chunk_size,
+        bank_chunk_size=config.bank_chunk_size,
+    )
+    accuracy = topk_accuracy(scores, data.test_y)
+    write_json(config.out, {"top1": accuracy[1], "top5": accuracy[5], **config.params()})
+    print(f"hcl knn-eval: wrote {config.out}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, k {config.k})")

@@ -1,0 +1,159 @@
+"""The embeddings artifact, and the knn-eval / linear-eval commands that read it.
+
+Covers the round trip, each inconsistent file refused with one line, and each bad input reaching the
+user through ``hcl`` as one line with the right exit code, no traceback and no metrics file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from hcl_cli.artifacts import save_artifact
+from hcl_cli.cli import main
+from hcl_cli.embeddings import EMBEDDINGS_KIND, load_embeddings, save_embeddings, topk_accuracy
+from hcl_cli.errors import HclError, UsageError
+
+CLASSES = ["zero", "one", "two"]
+Corruption = Callable[[dict[str, torch.Tensor]], None]
+META = {"dataset": "toy", "classes": CLASSES, "encoder": {"arch": "small_cnn", "epoch": 1, "config": {}}}
+
+
+def toy_embeddings(train: int = 40, test: int = 12, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Three well-separated clusters in 16 backbone and 8 projection dimensions."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for split, count in (("train", train), ("test", test)):
+        labels = torch.arange(count) % len(CLASSES)
+        tensors[f"{split}_labels"] = labels
+        for feature, dim in (("backbone", 16), ("projection", 8)):
+            centres = torch.eye(len(CLASSES), dim) * 4
+            tensors[f"{split}_{feature}"] = centres[labels] + torch.randn(count, dim, generator=generator)
+    return tensors
+
+
+def test_round_trip_returns_the_feature_asked_for(tmp_path: Path) -> None:
+    tensors = toy_embeddings()
+    save_embeddings(tmp_path / "e.safetensors", tensors, META)
+    data = load_embeddings(tmp_path / "e.safetensors", "projection")
+    assert data.feature == "projection" and data.classes == CLASSES and data.num_classes == 3
+    assert torch.equal(data.train_x, tensors["train_projection"]) and torch.equal(data.test_y, tensors["test_labels"])
+
+
+def test_save_refuses_embeddings_and_labels_of_different_lengths(tmp_path: Path) -> None:
+    tensors = toy_embeddings()
+    tensors["test_labels"] = tensors["test_labels"][:-1]
+    with pytest.raises(HclError, match="test_backbone holds 12 embeddings but test_labels holds 11 labels"):
+        save_embeddings(tmp_path / "e.safetensors", tensors, META)
+    assert not (tmp_path / "e.safetensors").exists()
+
+
+def _shorter_train_labels(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["train_labels"] = tensors["train_labels"][:-3]
+
+
+def _wider_test_backbone(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["test_backbone"] = torch.randn(12, 17)
+
+
+def _unlabelled_train(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["train_labels"] = torch.full_like(tensors["train_labels"], -1)
+
+
+def _missing_test_labels(tensors: dict[str, torch.Tensor]) -> None:
+    del tensors["test_labels"]
+
+
+def _unknown_class(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["test_labels"][0] = 3
+
+
+def _nan_embedding(tensors: dict[str, torch.Tensor]) -> None:
+    tensors["train_backbone"][5, 2] = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "message"),
+    [
+        (_shorter_train_labels, "train_backbone holds 40 embeddings but train_labels holds 37 labels"),
+        (_wider_test_backbone, "train_backbone has dimension 16 but test_backbone has 17"),
+        (_unlabelled_train, "train_labels holds -1 .unlabelled images."),
+        (_missing_test_labels, "missing tensor 'test_labels'"),
+        (_unknown_class, "test_labels holds label 3, but the sidecar lists 3 classes"),
+        (_nan_embedding, "train_backbone holds NaN or infinite values"),
+    ],
+)
+def test_load_refuses_inconsistent_files_with_one_line(tmp_path: Path, corrupt: Corruption, message: str) -> None:
+    tensors = toy_embeddings()
+    corrupt(tensors)
+    save_artifact(tmp_path / "e.safetensors", tensors, EMBEDDINGS_KIND, META)
+    with pytest.raises(HclError, match=message) as caught:
+        load_embeddings(tmp_path / "e.safetensors", "backbone")
+    assert "\n" not in str(caught.value) and str(tmp_path / "e.safetensors") in str(caught.value)
+
+
+def test_load_refuses_an_unknown_feature(tmp_path: Path) -> None:
+    save_embeddings(tmp_path / "e.safetensors", toy_embeddings(), META)
+    with pytest.raises(UsageError, match="--feature 'pixels' is unknown"):
+        load_embeddings(tmp_path / "e.safetensors", "pixels")
+
+
+def test_topk_accuracy_counts_the_label_among_the_k_best() -> None:
+    scores = torch.tensor([[0.9, 0.1, 0.0, 0.0, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.6, 0.5, 0.4, 0.3, 0.2, 0.1]])
+    labels = torch.tensor([0, 0, 5])
+    assert topk_accuracy(scores, labels, ks=(1, 5, 6)) == pytest.approx({1: 1 / 3, 5: 1 / 3, 6: 1.0})
+    assert topk_accuracy(scores[:, :3], torch.tensor([0, 0, 2]), ks=(1, 5)) == pytest.approx({1: 1 / 3, 5: 1.0})
+
+
+def run_hcl(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Run ``hcl ARGS`` in-process; return its exit code and stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    return exited.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "param", "value"),
+    [("knn-eval", ["--k", "10"], "k", 10), ("linear-eval", ["--optimizer", "adam", "--lr", "0.1"], "optimizer", "adam")],
+)
+def test_commands_write_top1_top5_and_their_params(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, options: list[str], param: str, value: object
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    save_embeddings("e.safetensors", toy_embeddings(), META)
+    code, err = run_hcl([command, "--embeddings", "e.safetensors", "--out", "m.json", "--feature", "projection", "--device", "cpu", *options], capsys)
+    assert code == 0, err
+    metrics = json.loads(Path("m.json").read_text())
+    assert metrics["top1"] == 1.0 and metrics["top5"] == 1.0
+    assert metrics["feature"] == "projection" and metrics[param] == value
+
+
+@pytest.mark.parametrize(
+    ("command", "corrupt", "extra", "exit_code", "message"),
+    [
+        ("knn-eval", _shorter_train_labels, [], 1, "train_labels holds 37 labels"),
+        ("linear-eval", _shorter_train_labels, [], 1, "train_labels holds 37 labels"),
+        ("knn-eval", None, ["--feature", "pixels"], 2, "--feature must be one of backbone, projection"),
+        ("linear-eval", None, ["--feature", "pixels"], 2, "--feature must be one of backbone, projection"),
+        ("knn-eval", _unlabelled_train, [], 1, "kNN and linear evaluation need labelled train embeddings"),
+        ("linear-eval", _unlabelled_train, [], 1, "kNN and linear evaluation need labelled train embeddings"),
+        ("knn-eval", None, ["--k", "41"], 2, "--k 41 is larger than the bank of 40 train embeddings"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_code_and_no_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, corrupt: Corruption | None, extra: list[str], exit_code: int, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    tensors = toy_embeddings()
+    if corrupt is not None:
+        corrupt(tensors)
+    save_artifact("e.safetensors", tensors, EMBEDDINGS_KIND, META)
+    code, err = run_hcl([command, "--embeddings", "e.safetensors", "--out", "m.json", "--device", "cpu", *extra], capsys)
+    assert code == exit_code
+    assert err.startswith(f"hcl {command}: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not Path("m.json").exists()

@@ -1,0 +1,140 @@
+"""``hcl pretrain`` on a small digits split: the encoder artifact, every sampler, the logs, and bad input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import stages.pretrain as pretrain
+from hcl_cli.artifacts import load_artifact
+from hcl_cli.checkpoint import CheckpointStore
+from hcl_cli.config import SAMPLERS, PrepareConfig, PretrainConfig
+from hcl_cli.datasets import load_card
+from hcl_cli.errors import HclError, UsageError
+from hcl_cli.models import load_encoder
+from hcl_cli.objectives import SUPERVISED
+from stages import prepare
+
+TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one thread, and a 2-core machine shared with other jobs stalls on two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Digits prepared with a large test fraction, so that the train split is small (89 images, 5 steps of 16)."""
+    folder = tmp_path_factory.mktemp("digits") / "prepared"
+    prepare.run(PrepareConfig(test_fraction=0.95, out=str(folder)))
+    return folder
+
+
+def tiny_config(digits: Path, run: Path, **changes: Any) -> PretrainConfig:
+    return PretrainConfig(**{**TINY, "data": str(digits), "out": str(run / "models"), "live_dir": str(run / "dvclive"), **changes})
+
+
+def logged(run: Path, metric: str) -> list[float]:
+    """The per-epoch values dvclive logged for ``metric``, in step order."""
+    rows = (run / "dvclive" / "plots" / "metrics" / f"{metric}.tsv").read_text().split("\n")[1:]
+    return [float(row.split("\t")[1]) for row in rows if row]
+
+
+@pytest.fixture(autouse=True)
+def outside_any_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test in a folder that is no git or DVC repository: dvclive must not fail there."""
+    monkeypatch.chdir(tmp_path)
+
+
+def test_pretrain_writes_a_loadable_encoder_with_its_sidecar(digits: Path, tmp_path: Path) -> None:
+    config = tiny_config(digits, tmp_path, epochs=2, eval_every=1)
+    pretrain.run(config)
+
+    model, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
+    card = load_card(digits)
+    assert sidecar["config"] == config.params()
+    assert (sidecar["epoch"], sidecar["seed"], sidecar["dataset"]) == (2, 0, "digits")
+    assert (sidecar["mean"], sidecar["std"]) == (card["mean"], card["std"])
+    assert (sidecar["arch"], sidecar["in_channels"], sidecar["image_size"]) == ("small_cnn", 1, 8)
+    assert {"torch", "hcl"} <= sidecar["versions"].keys()
+    assert all(torch.isfinite(p).all() for p in model.state_dict().values())
+    losses, knn = logged(tmp_path, "loss"), logged(tmp_path, "knn_top1")
+    assert len(losses) == len(knn) == 2 and all(math.isfinite(v) for v in losses)
+    assert all(0.0 <= v <= 1.0 for v in knn)
+    assert CheckpointStore(tmp_path / "models" / "checkpoints").latest().name == "epoch-0002-step-000000.safetensors"
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_trains_one_epoch(digits: Path, tmp_path: Path, sampler: str) -> None:
+    pretrain.run(tiny_config(digits, tmp_path, sampler=sampler))
+
+    assert (tmp_path / "models" / "encoder.safetensors").is_file()
+    assert math.isfinite(logged(tmp_path, "loss")[0])
+    if sampler in SUPERVISED:
+        for metric in ("same_label_pairs", "anchors_left_out", "assumption1_fraction", "loss_ucl", "loss_scl", "loss_hucl", "loss_hscl"):
+            assert len(logged(tmp_path, metric)) == 1, metric
+        # 2B views, each with at least its partner as a positive.
+        assert logged(tmp_path, "same_label_pairs")[0] >= 2 * TINY["batch_size"]
+        assert 0.0 <= logged(tmp_path, "assumption1_fraction")[0] <= 1.0
+
+
+def test_a_batch_larger_than_the_dataset_is_a_usage_error(digits: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--batch-size 4096 is larger than the 89 training images"):
+        pretrain.run(tiny_config(digits, tmp_path, batch_size=4096))
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize("where", ["loss", "gradient"])
+def test_a_non_finite_step_stops_with_the_last_good_checkpoint_and_no_encoder(
+    digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The third step's loss (or its gradient) is NaN: the run stops before the update, writes no encoder."""
+    real_loss, calls = pretrain.contrastive_loss, []
+
+    def poisoned_loss(z1: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+        calls.append(1)
+        loss, stats = real_loss(z1, *args, **kwargs)
+        if len(calls) == 3 and where == "loss":
+            loss = loss * math.nan
+        if len(calls) == 3 and where == "gradient":
+            z1.register_hook(lambda grad: grad * math.nan)
+        return loss, stats
+
+    monkeypatch.setattr(pretrain, "contrastive_loss", poisoned_loss)
+    with pytest.raises(HclError, match=rf"non-finite {where} at epoch 1, step 3 .*last good checkpoint: .*epoch-0000-step-000002\.safetensors") as error:
+        pretrain.run(tiny_config(digits, tmp_path, checkpoint_every=2))
+
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "models" / "encoder.safetensors").exists()
+    tensors, _ = load_artifact(tmp_path / "models" / "checkpoints" / "epoch-0000-step-000002.safetensors", "checkpoint", {})
+    assert all(torch.isfinite(t.float()).all() for t in tensors.values())
+
+
+def test_resume_with_other_parameters_is_a_usage_error(digits: Path, tmp_path: Path) -> None:
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2))
+    with pytest.raises(UsageError, match=r"--resume: .* other settings \(sampler 'hucl' -> 'ucl'\); only --epochs may grow"):
+        pretrain.run(tiny_config(digits, tmp_path, sampler="ucl", epochs=2, resume=True))
+    with pytest.raises(UsageError, match=r"--resume: .* has done 2 epochs, more than --epochs 1"):
+        pretrain.run(tiny_config(digits, tmp_path, epochs=1, resume=True))
+
+
+def test_restart_on_change_trains_afresh_like_a_run_without_resume(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What dvc.yaml relies on: a changed parameter with --resume --restart-on-change is a new run."""
+    pretrain.run(tiny_config(digits, tmp_path / "fresh", sampler="ucl"))
+    pretrain.run(tiny_config(digits, tmp_path / "rerun"))
+    pretrain.run(tiny_config(digits, tmp_path / "rerun", sampler="ucl", resume=True, restart_on_change=True))
+
+    assert "other settings (sampler 'hucl' -> 'ucl'): starting over" in capsys.readouterr().out
+    fresh, _ = load_artifact(tmp_path / "fresh" / "models" / "encoder.safetensors", "encoder", {})
+    rerun, _ = load_artifact(tmp_path / "rerun" / "models" / "encoder.safetensors", "encoder", {})
+    assert all(torch.equal(rerun[name], tensor) for name, tensor in fresh.items())
