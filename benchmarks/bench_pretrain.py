@@ -50,8 +50,8 @@ def write_synthetic_image_folder(root: Path, count: int, seed: int = 0) -> None:
             Image.fromarray(pixels).save(folder / f"{index}.png")
 
 
-def benchmark(config: PretrainConfig, epochs: int) -> dict[str, object]:
-    """Time ``epochs`` epochs of the training loop after one warm-up step."""
+def benchmark(config: PretrainConfig, epochs: int) -> tuple[dict[str, object], dict[str, object]]:
+    """Time ``epochs`` epochs of the training loop after one warm-up step: (the setting, the timings)."""
     card = load_card(config.data)
     device = resolve_device(config.device)
     images, labels = load_split(config.data, "train", device)
@@ -70,9 +70,8 @@ def benchmark(config: PretrainConfig, epochs: int) -> dict[str, object]:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             epoch_seconds.append(time.perf_counter() - start)
-    images_per_epoch = training.steps_per_epoch * config.batch_size
     median = statistics.median(epoch_seconds)
-    return {
+    setting = {
         "arch": model.arch,
         "dataset": card["name"],
         "image_shape": card["image_shape"],
@@ -81,12 +80,15 @@ def benchmark(config: PretrainConfig, epochs: int) -> dict[str, object]:
         "steps_per_epoch": training.steps_per_epoch,
         "sampler": config.sampler,
         "compile": config.compile,
+    }
+    timings = {
         "threads": torch.get_num_threads(),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "epoch_seconds": [round(s, 3) for s in epoch_seconds],
         "median_epoch_seconds": round(median, 3),
-        "images_per_second": round(images_per_epoch / median, 1),
+        "images_per_second": round(training.steps_per_epoch * config.batch_size / median, 1),
     }
+    return setting, timings
 
 
 def main() -> None:
@@ -99,8 +101,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="Timed epochs (the median is reported).")
     parser.add_argument("--sampler", default="hucl")
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder.")
+    parser.add_argument("--threads", default=str(torch.get_num_threads()), help="Comma-separated CPU thread counts to time, one run each (default: torch's).")
     args = parser.parse_args()
 
+    device = resolve_device(args.device)
+    runs = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.dataset)
         if args.synthetic:
@@ -110,12 +115,14 @@ def main() -> None:
         config = PretrainConfig(
             data=str(folder), arch=args.arch, batch_size=args.batch_size, device=args.device, sampler=args.sampler, compile=args.compile, epochs=args.epochs
         )
-        result = benchmark(config, args.epochs)
+        for threads in (int(count) for count in args.threads.split(",")):
+            torch.set_num_threads(threads)
+            setting, timings = benchmark(config, args.epochs)
+            print(f"{setting['arch']} on {device}, {threads} thread(s): {timings['images_per_second']} images/s, {timings['median_epoch_seconds']} s per epoch of {setting['steps_per_epoch']} steps")
+            runs.append(timings)
     if args.synthetic:
-        result["dataset"] = f"synthetic imagefolder, {args.synthetic} random 32x32 RGB images"
-    device = resolve_device(args.device)
-    print(f"{result['arch']} on {device}: {result['images_per_second']} images/s, {result['median_epoch_seconds']} s per epoch of {result['steps_per_epoch']} steps")
-    write_result(f"pretrain_{result['arch']}_{device.type}", result, device)
+        setting["dataset"] = f"synthetic imagefolder, {args.synthetic} random 32x32 RGB images"
+    write_result(f"pretrain_{setting['arch']}_{device.type}", {**setting, "runs": runs}, device)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 A checkpoint holds everything a bitwise-exact resume needs: the model's state_dict, the
 optimizer's state (its per-parameter tensors flattened into safetensors, its ``param_groups`` in
 JSON), the RNG states of torch (CPU and every CUDA device), NumPy and Python, the position in
-training (the next epoch and the steps of it already done), the sampler's state at that point
-and the config. Tensors go to ``NAME.safetensors`` and the rest to its JSON sidecar, both through
-:func:`hcl_cli.artifacts.save_artifact` (atomic).
+training (the next epoch and the steps of it already done), the training loop's JSON state (the
+sampler's current beta and threshold, the epoch's running sums) and the run's identity (the
+config's parameters and the dataset), which a resume must match except for ``epochs``. Tensors
+go to ``NAME.safetensors`` and the rest to its JSON sidecar, both through
+:func:`hcl_cli.artifacts.save_artifact` (atomic). Nothing is pickled.
 
 The folder keeps one checkpoint pair per position (``epoch-EEEE-step-SSSSSS``) and a pointer file
 ``latest.json`` naming the newest. A save writes the new pair first, then replaces the pointer
@@ -157,6 +159,7 @@ class CheckpointStore:
         try:
             model.load_state_dict({name.removeprefix("model."): t for name, t in tensors.items() if name.startswith("model.")})
             optimizer.load_state_dict(_unflatten_optimizer(tensors, sidecar["optimizer"]["param_groups"]))
+            _match_parameter_layouts(optimizer)
             _restore_rng(tensors, sidecar["rng"])
             loop_state = dict(sidecar["loop_state"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
@@ -178,6 +181,7 @@ class CheckpointStore:
 
 
 def _check_identity(path: Path, saved: Any, current: Mapping[str, Any]) -> None:
+    """Raise :class:`CheckpointMismatch` naming every key (but ``epochs``) whose value differs."""
     if not isinstance(saved, dict):
         raise HclError(f"{path}: the sidecar records no 'identity' (parameters and dataset)")
     changed = [key for key in sorted(saved.keys() | current.keys()) if key not in RESUMABLE_CHANGES and saved.get(key) != current.get(key)]
@@ -201,6 +205,18 @@ def _unflatten_optimizer(tensors: Mapping[str, torch.Tensor], param_groups: list
             _, index, slot = name.split(".", 2)
             state.setdefault(int(index), {})[slot] = tensor
     return {"state": state, "param_groups": param_groups}
+
+
+def _match_parameter_layouts(optimizer: torch.optim.Optimizer) -> None:
+    """Give each restored per-parameter state tensor its parameter's strides (e.g. channels_last).
+
+    safetensors stores tensors contiguous, and fused Adam refuses states whose layout differs from
+    the parameter's ("params, grads, exp_avgs, and exp_avg_sqs must have same ... layout").
+    """
+    for parameter, slots in optimizer.state.items():
+        for slot, value in slots.items():
+            if value.shape == parameter.shape:
+                slots[slot] = torch.empty_like(parameter, dtype=value.dtype).copy_(value)
 
 
 def _capture_rng() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

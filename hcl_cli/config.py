@@ -133,7 +133,7 @@ class PretrainConfig(StageConfig):
     data: str = runtime("data/prepared", "Prepared dataset folder (from hcl prepare).")
     out: str = runtime("models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
     live_dir: str = runtime("dvclive/pretrain", "dvclive folder for per-epoch metrics and plots.")
-    resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (none: start afresh); only --epochs may differ from that run.")
+    resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.")
     restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters starts a fresh run instead of an error (for dvc.yaml).")
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
 

@@ -20,7 +20,7 @@ the checkpoint restores. SIGINT / SIGTERM stop at the next step boundary with a 
 non-finite loss or gradient stops before the update, naming the last good checkpoint. The
 encoder is written only at the end.
 
-Monitoring, logged per epoch with dvclive to ``live_dir``: ``loss`` (the mean over the epoch's
+Monitoring, logged per epoch with dvclive to ``live_dir`` (:func:`epoch_log`): ``loss`` (the mean over the epoch's
 steps); with ``eval_every`` N, ``knn_top1`` every N epochs (:class:`KnnProbe`); for the supervised
 samplers ``same_label_pairs`` and ``anchors_left_out`` per batch, and H-SCL's diagnostics on one
 fixed batch (:class:`HsclProbe`).
@@ -28,14 +28,16 @@ fixed batch (:class:`HsclProbe`).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from dvclive import Live
 from torch import Tensor, nn
 from tqdm import tqdm
 
@@ -102,8 +104,9 @@ class EpochTotals:
 class TrainingStep:
     """One optimisation step on a uint8 batch: two augmented views, forward, loss, backward, Adam.
 
-    ``network`` is the model or its ``torch.compile`` wrapper. The update is applied only when the
-    loss and the gradients are finite; :attr:`StepResult.finite` tells the caller.
+    Both views go through the encoder as one batch of 2B (as SupContrast does), so BatchNorm
+    normalises over both. ``network`` is the model or its ``torch.compile`` wrapper. The update is
+    applied only when the loss and the gradients are finite; :attr:`StepResult.finite` tells the caller.
     """
 
     network: nn.Module
@@ -250,7 +253,7 @@ def run(config: PretrainConfig) -> None:
 
     device = resolve_device(config.device)
     parts = [load_split(config.data, split, device) for split in splits]
-    images, labels = torch.cat([images for images, _ in parts]), torch.cat([labels for _, labels in parts])
+    images, labels = torch.cat([split_images for split_images, _ in parts]), torch.cat([split_labels for _, split_labels in parts])
     seed_everything(config.seed)
     model, step = build_training(config, card, device)
     store = CheckpointStore(Path(config.out) / "checkpoints")
@@ -265,7 +268,7 @@ def run(config: PretrainConfig) -> None:
     knn_probe = KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every else None
     hscl_probe = HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.temperature) if supervised else None
 
-    with Live(dir=config.live_dir, resume=checkpoint is not None, save_dvc_exp=False, dvcyaml=None) as live, stop_on_signals() as stop:
+    with epoch_log(config.live_dir, resume=checkpoint is not None) as log, stop_on_signals() as stop:
         for epoch in range(start.epoch, config.epochs):
             sampler_state = {
                 "beta": beta_at(config.beta, epoch, config.epochs, config.anneal),
@@ -277,10 +280,7 @@ def run(config: PretrainConfig) -> None:
                 metrics["knn_top1"] = knn_probe(model)
             if hscl_probe is not None:
                 metrics |= hscl_probe(model, step.augment, beta=sampler_state["beta"])
-            live.step = epoch
-            for name, value in metrics.items():
-                live.log_metric(name, value)
-            live.next_step()
+            log(epoch, metrics)
             totals = EpochTotals()
             path = training.save(TrainingPosition(epoch + 1, 0), sampler_state, totals)
             if stop.requested:
@@ -319,6 +319,36 @@ def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, sampler_
             path = training.save(position, sampler_state, totals)
             if stop.requested:
                 raise interrupted(stop, position, path)
+
+
+@contextlib.contextmanager
+def epoch_log(live_dir: str, *, resume: bool) -> Iterator[Callable[[int, dict[str, float]], None]]:
+    """A ``log(epoch, metrics)`` writing with dvclive to ``live_dir`` (``plots/metrics/NAME.tsv``, which dvc.yaml plots).
+
+    dvclive serves as a file logger only. Its repository hooks are skipped: they crash in a Git
+    repository without commits (dvclive #522), run ``dvc init`` in a Git repository without DVC,
+    and git-add files inside ``dvc exp run``, while dvc.yaml already declares these outputs.
+    Where dvclive is not installed (the GPU images), the metrics are not logged, with a warning.
+    """
+    try:
+        from dvclive import Live
+    except ImportError:
+        print(f"hcl pretrain: warning: dvclive is not installed, so no metrics are logged to {live_dir}", file=sys.stderr)
+        yield lambda epoch, metrics: None
+        return
+
+    class FileLive(Live):
+        def _init_dvc(self) -> None:
+            """Skip dvclive's Git and DVC integration (see :func:`epoch_log`)."""
+
+    def log(epoch: int, metrics: dict[str, float]) -> None:
+        live.step = epoch
+        for name, value in metrics.items():
+            live.log_metric(name, value)
+        live.next_step()
+
+    with FileLive(dir=live_dir, resume=resume, save_dvc_exp=False, dvcyaml=None) as live:
+        yield log
 
 
 def resume_from(store: CheckpointStore, training: TrainingRun) -> Checkpoint | None:

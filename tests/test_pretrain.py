@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,26 @@ def test_every_sampler_trains_one_epoch(digits: Path, tmp_path: Path, sampler: s
         # 2B views, each with at least its partner as a positive.
         assert logged(tmp_path, "same_label_pairs")[0] >= 2 * TINY["batch_size"]
         assert 0.0 <= logged(tmp_path, "assumption1_fraction")[0] <= 1.0
+
+
+def test_dvclive_is_a_plain_file_logger_even_in_a_git_repository_without_commits(digits: Path, tmp_path: Path) -> None:
+    """dvclive's own hooks crash there (dvclive #522) and would run ``dvc init``; pretrain skips them."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    pretrain.run(tiny_config(digits, tmp_path))
+
+    assert len(logged(tmp_path, "loss")) == 1
+    assert not (tmp_path / ".dvc").exists()
+
+
+def test_without_dvclive_pretrain_warns_and_still_writes_the_encoder(
+    digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The GPU images have no dvclive."""
+    monkeypatch.setitem(sys.modules, "dvclive", None)
+    pretrain.run(tiny_config(digits, tmp_path))
+
+    assert "dvclive is not installed" in capsys.readouterr().err
+    assert (tmp_path / "models" / "encoder.safetensors").is_file()
 
 
 def test_a_batch_larger_than_the_dataset_is_a_usage_error(digits: Path, tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ and the next save and load work.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +27,7 @@ from torch import nn
 import stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingInterrupted, TrainingPosition
-from hcl_cli.config import PrepareConfig, PretrainConfig
+from hcl_cli.config import PrepareConfig, PretrainConfig, option_name
 from stages import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,8 +69,8 @@ def uninterrupted(digits: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
 
 
 def start_pretrain(config: PretrainConfig, cwd: Path) -> subprocess.Popen[str]:
-    """``python -m hcl_cli pretrain`` with ``config``'s options, as a user would start it."""
-    options = [f"--{name.replace('_', '-')}={value}" for name, value in vars(config).items() if not isinstance(value, bool)]
+    """``python -m hcl_cli pretrain`` with ``config``'s options (its flags are all off), as a user would start it."""
+    options = [f"{option_name(name)}={value}" for name, value in vars(config).items() if not isinstance(value, bool)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", "hcl_cli", "pretrain", *options], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -80,9 +80,9 @@ def wait_for_checkpoint(store: CheckpointStore, process: subprocess.Popen[str], 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert process.poll() is None, f"pretrain ended before it could be interrupted:\n{process.communicate()[1]}"
-        if store.pointer.is_file():
-            name = json.loads(store.pointer.read_text())["checkpoint"]
-            epoch, step = int(name.split("-")[1]), int(name.split("-")[3].split(".")[0])
+        latest = store.latest()
+        if latest is not None:
+            epoch, step = map(int, re.fullmatch(r"epoch-(\d+)-step-(\d+)\.safetensors", latest.name).groups())
             if (epoch, step) >= (reached.epoch, reached.step) and step > 0:
                 return
         time.sleep(0.005)
@@ -108,7 +108,7 @@ def test_sigkill_in_the_middle_of_an_epoch_then_resume_is_bitwise_equal(
 
     pretrain.run(config_for(digits, tmp_path, resume=True))
 
-    assert "resuming from" in capsys.readouterr().out
+    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out), "the resumed checkpoint is not in the middle of epoch 2"
     assert_bitwise_equal(encoder_tensors(tmp_path), uninterrupted)
 
 

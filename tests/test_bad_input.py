@@ -1,0 +1,151 @@
+"""Issue 6's bad-input table: every case across the subcommands and params.yaml gets exit code 2
+(usage) or 1 (runtime), exactly one line on stderr, no traceback, and no partial artifact."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from hcl_cli.cli import main
+from hcl_cli.config import EmbedConfig, PrepareConfig
+from hcl_cli.datasets import load_card
+from hcl_cli.models import build_model, save_encoder
+from stages import embed, prepare
+
+USAGE, RUNTIME = 2, 1
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: the argv (``{run}`` is the fixture folder), the exit code, a message fragment."""
+
+    name: str
+    argv: list[str]
+    code: int
+    message: str
+    setup: Callable[[Path], None] | None = None
+
+
+def write_bytes(relative: str, data: bytes) -> Callable[[Path], None]:
+    return lambda run: (run / relative).write_bytes(data)
+
+
+def truncate_model(run: Path) -> None:
+    data = (run / "encoder.safetensors").read_bytes()
+    (run / "truncated.safetensors").write_bytes(data[: len(data) // 2])
+    (run / "truncated.json").write_bytes((run / "encoder.json").read_bytes())
+
+
+def empty_embeddings(run: Path) -> None:
+    (run / "empty.safetensors").write_bytes(b"")
+    (run / "empty.json").write_bytes((run / "embeddings.json").read_bytes())
+
+
+CASES = [
+    # Usage errors (exit 2): wrong types, out-of-range values, unknown names.
+    Case("unknown sampler", ["pretrain", "--sampler", "hard"], USAGE, "--sampler must be one of"),
+    Case("negative beta", ["pretrain", "--beta", "-1"], USAGE, "--beta must be >= 0"),
+    Case("tau_plus at 1", ["pretrain", "--tau-plus", "1"], USAGE, "--tau-plus must be < 1"),
+    Case("zero temperature", ["pretrain", "--temperature", "0"], USAGE, "--temperature must be > 0"),
+    Case("zero epochs", ["pretrain", "--epochs", "0"], USAGE, "--epochs must be >= 1"),
+    Case("non-numeric batch size", ["pretrain", "--batch-size", "many"], USAGE, "--batch-size"),
+    Case("two undimix weights", ["pretrain", "--undimix-weights", "1,2"], USAGE, "--undimix-weights"),
+    Case("zero OT epsilon", ["pretrain", "--ot-epsilon", "0"], USAGE, "--ot-epsilon must be > 0"),
+    Case("boolean not true/false", ["pretrain", "--clip", "maybe"], USAGE, "--clip must be true or false"),
+    Case("unknown option", ["pretrain", "--betta", "1"], USAGE, "--betta"),
+    Case("NaN beta", ["pretrain", "--beta", "nan"], USAGE, "--beta must be a finite number"),
+    Case("unknown dataset", ["prepare", "--dataset", "mnist"], USAGE, "--dataset must be one of"),
+    Case("test fraction above 1", ["prepare", "--test-fraction", "1.5"], USAGE, "--test-fraction must be < 1"),
+    Case("zero k", ["knn-eval", "--k", "0", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "--k must be >= 1"),
+    Case("k larger than the bank", ["knn-eval", "--k", "100000", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "--k"),
+    Case("unknown feature", ["knn-eval", "--feature", "pixels", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "--feature must be one of"),
+    Case("unknown optimizer", ["linear-eval", "--optimizer", "sgd", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/linear.json"], USAGE, "--optimizer must be one of"),
+    Case("zero embed batch", ["embed", "--batch-size", "0", "--out", "{run}/out/emb.safetensors"], USAGE, "--batch-size must be >= 1"),
+    Case("negative report anchors", ["report", "--anchors", "-1", "--out", "{run}/out/report.md"], USAGE, "--anchors must be >= 0"),
+    Case("batch larger than the dataset", ["pretrain", "--data", "{run}/prepared", "--batch-size", "5000", "--out", "{run}/out/models", "--live-dir", "{run}/out/live"], USAGE, "--batch-size"),
+        Case("malformed params.yaml", ["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "params.yaml", write_bytes("params.yaml", b"knn: [unclosed\n")),
+    # Runtime errors (exit 1): missing, empty, corrupt, foreign or unwritable files.
+    Case("settings that give NaN", ["pretrain", "--data", "{run}/prepared", "--temperature", "1e-30", "--epochs", "1", "--batch-size", "64", "--out", "{run}/out/models", "--live-dir", "{run}/live", "--device", "cpu"], RUNTIME, "non-finite"),
+    Case("missing data for a supervised sampler", ["pretrain", "--data", "{run}/missing", "--sampler", "scl", "--out", "{run}/out/models"], RUNTIME, "{run}/missing"),
+    Case("missing prepared data", ["pretrain", "--data", "{run}/nowhere", "--out", "{run}/out/models"], RUNTIME, "{run}/nowhere"),
+    Case("missing image folder", ["prepare", "--dataset", "imagefolder", "--path", "{run}/no-images", "--out", "{run}/out/prepared"], RUNTIME, "{run}/no-images"),
+    Case("missing encoder", ["embed", "--data", "{run}/prepared", "--model", "{run}/none.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "none.safetensors"),
+    Case("truncated encoder", ["embed", "--data", "{run}/prepared", "--model", "{run}/truncated.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "truncated.safetensors", truncate_model),
+    Case("foreign file as encoder", ["embed", "--data", "{run}/prepared", "--model", "{run}/embeddings.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "expected a encoder artifact"),
+    Case("missing embeddings", ["knn-eval", "--embeddings", "{run}/none.safetensors", "--out", "{run}/out/knn.json"], RUNTIME, "none.safetensors"),
+    Case("empty embeddings file", ["linear-eval", "--embeddings", "{run}/empty.safetensors", "--out", "{run}/out/linear.json"], RUNTIME, "empty.safetensors: not a readable safetensors file", empty_embeddings),
+    Case("missing metrics folder", ["report", "--metrics", "{run}/no-metrics", "--out", "{run}/out/report.md"], RUNTIME, "no-metrics"),
+    Case("output under a regular file", ["knn-eval", "--k", "5", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/a-file/knn.json"], RUNTIME, "a-file", write_bytes("a-file", b"not a folder")),
+]
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Prepared digits, an (untrained) encoder and its embeddings: valid inputs to break one at a time."""
+    run = tmp_path_factory.mktemp("bad-input")
+    prepare.run(PrepareConfig(out=str(run / "prepared")))
+    card = load_card(run / "prepared")
+    torch.manual_seed(0)
+    meta = {"config": {}, "epoch": 0, "seed": 0, "dataset": "digits", "mean": card["mean"], "std": card["std"]}
+    save_encoder(run / "encoder.safetensors", build_model("small_cnn", 1, 8, 16), meta)
+    embed.run(EmbedConfig(data=str(run / "prepared"), model=str(run / "encoder.safetensors"), out=str(run / "embeddings.safetensors"), device="cpu"))
+    return run
+
+
+def fill(text: str, run: Path) -> str:
+    return text.replace("{run}", str(run))
+
+
+def invoke(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    return int(exit_info.value.code or 0), capsys.readouterr().err
+
+
+def assert_one_line_error(err: str, command: str, message: str) -> None:
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"hcl {command}: error: ") and message in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(case: Case, run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    run = run_folder
+    if case.setup is not None:
+        target = work if case.name == "malformed params.yaml" else run
+        case.setup(target)
+    code, err = invoke([fill(a, run) for a in case.argv], capsys)
+    assert code == case.code, err
+    assert_one_line_error(err, case.argv[0], fill(case.message, run))
+    assert not (run / "out").exists() or not any((run / "out").rglob("*.*")), "no partial artifact is left"
+
+
+def test_debug_flag_shows_the_traceback(run_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = invoke(["--debug", "knn-eval", "--embeddings", str(run_folder / "none.safetensors"), "--out", str(run_folder / "out" / "knn.json")], capsys)
+    assert code == RUNTIME and "Traceback" in err and err.strip().splitlines()[-1].startswith("hcl knn-eval: error:")
+
+
+def test_disk_full_leaves_the_previous_metrics_intact(run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "knn.json"
+    out.write_text('{"top1": 0.5}\n')
+    args = ["knn-eval", "--k", "5", "--embeddings", str(run_folder / "embeddings.safetensors"), "--out", str(out)]
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("hcl_cli.artifacts.os.fsync", disk_full)
+    code, err = invoke(args, capsys)
+    assert code == RUNTIME
+    assert_one_line_error(err, "knn-eval", "No space left on device")
+    assert out.read_text() == '{"top1": 0.5}\n', "the previous file is untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["knn.json"], "no temporary file is left"
