@@ -29,28 +29,11 @@ from tqdm import tqdm
 from benchmarks.common import write_result
 from hcl_cli.config import PretrainConfig
 from hcl_cli.models import build_model
-from hcl_cli.objectives import SAMPLERS, contrastive_loss, threshold_at
+from hcl_cli.objectives import SAMPLERS, contrastive_loss
 from hcl_cli.runtime import resolve_device
 
 TARGETS = {"debiased": 1.05, "hucl": 1.05, "scl": 1.05, "hscl": 1.05, "ot": 1.25, "undimix": 1.5}
 IMAGE_SIZE, CLASSES = 8, 10
-
-
-def sampler_options(config: PretrainConfig) -> dict[str, Any]:
-    """The loss options ``hcl pretrain`` would pass at its first epoch with ``config``."""
-    return {
-        "temperature": config.temperature,
-        "beta": config.beta,
-        "tau_plus": config.tau_plus,
-        "threshold": threshold_at(config.threshold_start, config.threshold_end, 0, config.epochs),
-        "ot_epsilon": config.ot_epsilon,
-        "ot_cost": config.ot_cost,
-        "ot_kappa": config.ot_kappa,
-        "ot_iterations": config.ot_iterations,
-        "ot_loss": config.ot_loss,
-        "undimix_weights": config.undimix_weight_values(),
-        "clip": config.clip,
-    }
 
 
 def timed_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, views: torch.Tensor, labels: torch.Tensor, sampler: str, options: dict[str, Any]) -> tuple[float, float]:
@@ -87,7 +70,7 @@ def main() -> None:
     device = resolve_device(args.device)
     torch.manual_seed(0)
     config = PretrainConfig()
-    options = sampler_options(config)
+    options = config.loss_options() | config.sampler_state(0)
     model = build_model("small_cnn", 1, IMAGE_SIZE, config.projection_dim).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     views = torch.randn(2 * args.batch_size, 1, IMAGE_SIZE, IMAGE_SIZE, device=device)

@@ -130,12 +130,36 @@ class PretrainConfig(StageConfig):
     eval_every: int = param(0, "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).", min=0)
     checkpoint_every: int = param(0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", min=0)
     compile: bool = param(False, "torch.compile the encoder (CUDA).")
+    sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
     data: str = runtime("data/prepared", "Prepared dataset folder (from hcl prepare).")
     out: str = runtime("models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
     live_dir: str = runtime("dvclive/pretrain", "dvclive folder for per-epoch metrics and plots.")
     resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.")
     restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters starts a fresh run instead of an error (for dvc.yaml).")
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
+
+    def loss_options(self) -> dict[str, Any]:
+        """The options of ``contrastive_loss`` that stay fixed over training."""
+        return {
+            "temperature": self.temperature,
+            "tau_plus": self.tau_plus,
+            "clip": self.clip,
+            "ot_epsilon": self.ot_epsilon,
+            "ot_cost": self.ot_cost,
+            "ot_kappa": self.ot_kappa,
+            "ot_iterations": self.ot_iterations,
+            "ot_loss": self.ot_loss,
+            "undimix_weights": self.undimix_weight_values(),
+        }
+
+    def sampler_state(self, epoch: int) -> dict[str, float]:
+        """beta and the hscl-threshold cosine threshold in ``epoch`` (0-based), following their schedules."""
+        from hcl_cli.objectives.schedules import beta_at, threshold_at  # lazy: keeps `hcl --help` free of torch
+
+        return {
+            "beta": beta_at(self.beta, epoch, self.epochs, self.anneal),
+            "threshold": threshold_at(self.threshold_start, self.threshold_end, epoch, self.epochs),
+        }
 
     def check(self) -> None:
         weights = self.undimix_weight_values()

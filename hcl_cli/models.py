@@ -205,3 +205,11 @@ def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], 
                 f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}, "
                 f"the architecture needs {str(reference.dtype).removeprefix('torch.')} {list(reference.shape)}"
             )
+
+
+def check_fits_dataset(model: ContrastiveModel, image_shape: list[int], model_path: str, data_path: str) -> None:
+    """One-line error when the encoder was trained on images of another shape than the dataset holds."""
+    trained = [model.in_channels, model.image_size, model.image_size]
+    if trained != list(image_shape):
+        shape = "x".join(map(str, image_shape))
+        raise HclError(f"{model_path} was trained on {'x'.join(map(str, trained))} images, but {data_path} holds {shape}")

@@ -17,8 +17,7 @@ from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import EmbedConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import SPLITS, save_embeddings
-from hcl_cli.errors import HclError
-from hcl_cli.models import ContrastiveModel, load_encoder
+from hcl_cli.models import ContrastiveModel, check_fits_dataset, load_encoder
 from hcl_cli.runtime import resolve_device
 
 
@@ -27,8 +26,7 @@ def run(config: EmbedConfig) -> None:
     card = load_card(config.data)
     device = resolve_device(config.device)
     model, sidecar = load_encoder(config.model, device)
-    if [model.in_channels, model.image_size, model.image_size] != card["image_shape"]:
-        raise HclError(f"{config.model} was trained on {model.in_channels}x{model.image_size}x{model.image_size} images, but {config.data} holds {'x'.join(map(str, card['image_shape']))}")
+    check_fits_dataset(model, card["image_shape"], config.model, config.data)
     transform = build_eval_transform(sidecar["mean"], sidecar["std"])
     tensors: dict[str, Tensor] = {}
     for split in SPLITS:

@@ -4,8 +4,9 @@ SimCLR's recipe as HCL trains it (Robinson et al., Sec. 5.1 and App. D.1): every
 gives two independently augmented views, the encoder and projection head map both to ``z``, and
 :func:`hcl_cli.objectives.contrastive_loss` scores them under the sampler's negative distribution;
 Adam with the papers' lr 1e-3 and weight decay 1e-6. The loop reads like torchvision's
-``references/classification/train.py``: :func:`run` sets everything up and walks the epochs,
-:func:`train_one_epoch` walks the steps, :class:`TrainingStep` is one optimisation step.
+``references/classification/train.py``: :func:`run` joins the torchrun ranks (or is one process),
+:func:`pretrain` sets everything up and walks the epochs, :func:`train_one_epoch` walks the steps,
+:class:`TrainingStep` is one optimisation step.
 
 Speed: the whole uint8 training set lives on the training device; each epoch is a seeded
 permutation whose batches are index slices of it (the tail that does not fill a batch is
@@ -19,6 +20,13 @@ permutation seeded by ``(seed, e)``, and augmentation draws from torch's global 
 the checkpoint restores. SIGINT / SIGTERM stop at the next step boundary with a checkpoint; a
 non-finite loss or gradient stops before the update, naming the last good checkpoint. The
 encoder is written only at the end.
+
+Data parallel (issue 7, :mod:`hcl_cli.distributed`): under ``torchrun --nproc-per-node K`` every
+rank holds the data, takes its block of ``batch_size`` images of each global batch of K x
+``batch_size``, augments it on its own device, and scores its own anchors against the negatives
+of all ranks; DDP averages the gradients, so a step equals one process's step on the global
+batch (up to BatchNorm statistics, which stay per rank). Only rank 0 writes checkpoints, the
+encoder and the logs.
 
 Monitoring, logged per epoch with dvclive to ``live_dir`` (:func:`epoch_log`): ``loss`` (the mean over the epoch's
 steps); with ``eval_every`` N, ``knn_top1`` every N epochs (:class:`KnnProbe`); for the supervised
@@ -36,7 +44,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm import tqdm
@@ -46,12 +53,12 @@ from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, 
 from hcl_cli.config import KnnConfig, PretrainConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.diagnostics import hscl_diagnostics
+from hcl_cli.distributed import DistributedContext, derived_seed, distributed_context
 from hcl_cli.embeddings import topk_accuracy
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.knn import knn_predict
 from hcl_cli.models import ContrastiveModel, build_model, resolve_arch, save_encoder
-from hcl_cli.objectives import SUPERVISED, beta_at, check_sampler_inputs, contrastive_loss, threshold_at
-from hcl_cli.runtime import resolve_device, seed_everything
+from hcl_cli.objectives import SUPERVISED, check_sampler_inputs, contrastive_loss
 from stages.embed import encode
 
 KNN_PROBE_BANK = 10_000
@@ -105,8 +112,11 @@ class TrainingStep:
     """One optimisation step on a uint8 batch: two augmented views, forward, loss, backward, Adam.
 
     Both views go through the encoder as one batch of 2B (as SupContrast does), so BatchNorm
-    normalises over both. ``network`` is the model or its ``torch.compile`` wrapper. The update is
-    applied only when the loss and the gradients are finite; :attr:`StepResult.finite` tells the caller.
+    normalises over both. ``network`` is the model, wrapped in DDP under torchrun, and optionally
+    ``torch.compile``-d. The loss is taken over the global batch of all ranks
+    (:meth:`~hcl_cli.distributed.DistributedContext.gather_views`) and the reported loss is the
+    global one, so every rank takes the same decision. The update is applied only when the loss
+    and the gradients are finite; :attr:`StepResult.finite` tells the caller.
     """
 
     network: nn.Module
@@ -114,24 +124,26 @@ class TrainingStep:
     optimizer: torch.optim.Optimizer
     sampler: str
     loss_options: dict[str, Any]
-    device: torch.device
+    context: DistributedContext
 
     def __call__(self, images: Tensor, labels: Tensor, *, beta: float, threshold: float) -> StepResult:
         self.optimizer.zero_grad(set_to_none=True)
-        on_cuda = self.device.type == "cuda"
+        on_cuda = self.context.device.type == "cuda"
         views = torch.cat([self.augment(images), self.augment(images)])
         if on_cuda:
             views = views.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
             _, hidden, z = self.network(views)
         z1, z2 = z.float().chunk(2)
-        head_inputs = tuple(hidden.float().chunk(2))
+        head_inputs = tuple(hidden.float().chunk(2)) if self.sampler == "undimix" else None
+        batch = self.context.gather_views(z1, z2, labels, head_inputs)
         loss, stats = contrastive_loss(
-            z1, z2, labels, sampler=self.sampler, beta=beta, threshold=threshold, head_inputs=head_inputs, return_stats=True, **self.loss_options
+            batch.z1, batch.z2, batch.labels, sampler=self.sampler, beta=beta, threshold=threshold, head_inputs=batch.head_inputs,
+            anchor_mask=batch.anchor_mask, return_stats=True, **self.loss_options,
         )
-        loss.backward()
+        (loss * self.context.loss_scale).backward()
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.network.parameters() if p.grad is not None])
-        values = torch.stack([loss.detach(), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]).tolist()
+        values = torch.stack([self.context.reduce_sum(loss), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]).tolist()
         result = StepResult(*values)
         if result.finite:
             self.optimizer.step()
@@ -218,7 +230,7 @@ class HsclProbe:
 
 @dataclass
 class TrainingRun:
-    """What the epoch loop works on: the config, the model and its step, the resident data, the checkpoints."""
+    """What the epoch loop works on: the config, the model and its step, the resident data, the checkpoints, the ranks."""
 
     config: PretrainConfig
     model: ContrastiveModel
@@ -227,53 +239,62 @@ class TrainingRun:
     labels: Tensor
     store: CheckpointStore
     identity: dict[str, Any]
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return len(self.images) // self.config.batch_size
+    context: DistributedContext
 
     def save(self, position: TrainingPosition, sampler_state: dict[str, float], totals: EpochTotals) -> Path:
-        """A checkpoint at ``position``, with the sampler's state and the epoch's running sums."""
+        """A checkpoint at ``position``, with the sampler's state and the epoch's running sums.
+
+        Rank 0 writes it (the model and optimizer states are the same on every rank); the other
+        ranks only return its path.
+        """
+        if not self.context.is_main:
+            return self.store.folder / f"{position.name}.safetensors"
         loop_state = {"sampler": sampler_state, "epoch_totals": asdict(totals)}
         return self.store.save(self.model, self.step.optimizer, position, loop_state, self.identity)
 
 
 def run(config: PretrainConfig) -> None:
-    """Pretrain an encoder on ``config.data`` and write ``config.out/encoder.safetensors``."""
+    """Pretrain an encoder on ``config.data`` and write ``config.out/encoder.safetensors``, in one
+    process or, under torchrun, in one process per device."""
+    with distributed_context(config.device) as context:
+        pretrain(config, context)
+
+
+def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
+    """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
     card = load_card(config.data)
     supervised = config.sampler in SUPERVISED
     splits = ["train"] + (["unlabeled"] if "unlabeled" in card["counts"] and not supervised else [])
-    check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **sampler_options(config), beta=config.beta, threshold=config.threshold_start)
+    check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **config.loss_options(), **config.sampler_state(0))
     _, height, width = card["image_shape"]
     if height != width:
         raise UsageError(f"{config.data} holds {height}x{width} images; pretrain needs square images (prepare with --image-size)")
-    training_images = sum(card["counts"][split] for split in splits)
-    if config.batch_size > training_images:
-        raise UsageError(f"--batch-size {config.batch_size} is larger than the {training_images} training images in {config.data}")
+    context.steps_per_epoch(sum(card["counts"][split] for split in splits), config.batch_size)
 
-    device = resolve_device(config.device)
+    device = context.device
     parts = [load_split(config.data, split, device) for split in splits]
     images, labels = torch.cat([split_images for split_images, _ in parts]), torch.cat([split_labels for _, split_labels in parts])
-    seed_everything(config.seed)
-    model, step = build_training(config, card, device)
+    context.seed_everything(config.seed)
+    model, step = build_training(config, card, context)
     store = CheckpointStore(Path(config.out) / "checkpoints")
-    training = TrainingRun(config, model, step, images, labels, store, identity={**config.params(), "dataset": card["name"]})
+    identity = {**config.params(), "dataset": card["name"], "world_size": context.world_size}
+    training = TrainingRun(config, model, step, images, labels, store, identity, context)
     start, totals = TrainingPosition(0, 0), EpochTotals()
     checkpoint = resume_from(store, training) if config.resume else None
     if checkpoint is not None:
         start, totals = checkpoint.position, EpochTotals(**checkpoint.loop_state["epoch_totals"])
-        print(f"hcl pretrain: resuming from {checkpoint.path} ({start.describe()})")
-    else:
+        context.reseed_after_resume(config.seed, start.epoch, start.step)
+        if context.is_main:
+            print(f"hcl pretrain: resuming from {checkpoint.path} ({start.describe()})")
+    elif context.is_main:
         store.clear()
-    knn_probe = KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every else None
-    hscl_probe = HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.temperature) if supervised else None
+    knn_probe = KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
+    hscl_probe = HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.temperature) if supervised and context.is_main else None
+    logger = epoch_log(config.live_dir, resume=checkpoint is not None) if context.is_main else contextlib.nullcontext(skip_log)
 
-    with epoch_log(config.live_dir, resume=checkpoint is not None) as log, stop_on_signals() as stop:
+    with logger as log, stop_on_signals() as stop:
         for epoch in range(start.epoch, config.epochs):
-            sampler_state = {
-                "beta": beta_at(config.beta, epoch, config.epochs, config.anneal),
-                "threshold": threshold_at(config.threshold_start, config.threshold_end, epoch, config.epochs),
-            }
+            sampler_state = config.sampler_state(epoch)
             train_one_epoch(training, epoch, start.step if epoch == start.epoch else 0, sampler_state, totals, stop)
             metrics = totals.means(supervised)
             if knn_probe is not None and (epoch + 1) % config.eval_every == 0:
@@ -283,13 +304,14 @@ def run(config: PretrainConfig) -> None:
             log(epoch, metrics)
             totals = EpochTotals()
             path = training.save(TrainingPosition(epoch + 1, 0), sampler_state, totals)
-            if stop.requested:
+            if context.any_rank(stop.requested):
                 raise interrupted(stop, TrainingPosition(epoch + 1, 0), path)
 
-    out = Path(config.out) / "encoder.safetensors"
-    meta = {"config": config.params(), "epoch": config.epochs, "seed": config.seed, "dataset": card["name"], "mean": card["mean"], "std": card["std"]}
-    save_encoder(out, model, meta)
-    print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {config.epochs} epochs)")
+    if context.is_main:
+        out = Path(config.out) / "encoder.safetensors"
+        meta = {"config": config.params(), "epoch": config.epochs, "seed": config.seed, "dataset": card["name"], "mean": card["mean"], "std": card["std"], "world_size": context.world_size}
+        save_encoder(out, model, meta)
+        print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {config.epochs} epochs)")
 
 
 def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, sampler_state: dict[str, float], totals: EpochTotals, stop: StopRequest) -> None:
@@ -298,11 +320,15 @@ def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, sampler_
     Raises a one-line HclError on a non-finite loss or gradient (before the update), and
     :class:`~hcl_cli.checkpoint.TrainingInterrupted` after saving a checkpoint when a signal came.
     """
-    config, steps = training.config, training.steps_per_epoch
+    config, context = training.config, training.context
     order = epoch_order(len(training.images), config.seed, epoch).to(training.images.device)
-    progress = tqdm(range(first_step, steps), initial=first_step, total=steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=None, leave=False)
+    batches = context.shard_batches(order, config.batch_size)
+    steps = len(batches)
+    progress = tqdm(
+        range(first_step, steps), initial=first_step, total=steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=None if context.is_main else True, leave=False
+    )
     for index in progress:
-        batch = order[index * config.batch_size : (index + 1) * config.batch_size]
+        batch = batches[index]
         result = training.step(training.images[batch], training.labels[batch], **sampler_state)
         if not result.finite:
             what = "loss" if not math.isfinite(result.loss) else "gradient"
@@ -315,9 +341,10 @@ def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, sampler_
         position = TrainingPosition(epoch, index + 1)
         global_step = epoch * steps + index + 1
         checkpoint_due = config.checkpoint_every > 0 and global_step % config.checkpoint_every == 0 and index + 1 < steps
-        if checkpoint_due or stop.requested:
+        stop_requested = context.any_rank(stop.requested)
+        if checkpoint_due or stop_requested:
             path = training.save(position, sampler_state, totals)
-            if stop.requested:
+            if stop_requested:
                 raise interrupted(stop, position, path)
 
 
@@ -351,6 +378,10 @@ def epoch_log(live_dir: str, *, resume: bool) -> Iterator[Callable[[int, dict[st
         yield log
 
 
+def skip_log(epoch: int, metrics: dict[str, float]) -> None:
+    """The epoch log of ranks other than 0, which log nothing."""
+
+
 def resume_from(store: CheckpointStore, training: TrainingRun) -> Checkpoint | None:
     """Restore the newest checkpoint into ``training``; None when there is none to resume.
 
@@ -363,12 +394,14 @@ def resume_from(store: CheckpointStore, training: TrainingRun) -> Checkpoint | N
     except CheckpointMismatch as mismatch:
         if not config.restart_on_change:
             raise
-        print(f"hcl pretrain: {mismatch.reason}: starting over (--restart-on-change)")
+        if training.context.is_main:
+            print(f"hcl pretrain: {mismatch.reason}: starting over (--restart-on-change)")
         return None
 
 
-def build_training(config: PretrainConfig, card: dict[str, Any], device: torch.device) -> tuple[ContrastiveModel, TrainingStep]:
-    """The model (on ``device``; channels_last on CUDA) and the step that trains it with Adam."""
+def build_training(config: PretrainConfig, card: dict[str, Any], context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
+    """The model (on the rank's device; channels_last on CUDA) and the step that trains it with Adam (DDP under torchrun)."""
+    device = context.device
     channels, image_size = card["image_shape"][0], card["image_shape"][-1]
     model = build_model(resolve_arch(config.arch, image_size), channels, image_size, config.projection_dim).to(device)
     on_cuda = device.type == "cuda"
@@ -376,23 +409,9 @@ def build_training(config: PretrainConfig, card: dict[str, Any], device: torch.d
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card["mean"], card["std"], blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
-    network = torch.compile(model) if config.compile else model
-    return model, TrainingStep(network, augment, optimizer, config.sampler, sampler_options(config), device)
-
-
-def sampler_options(config: PretrainConfig) -> dict[str, Any]:
-    """The loss options that stay fixed over training (beta and the threshold follow their schedules)."""
-    return {
-        "temperature": config.temperature,
-        "tau_plus": config.tau_plus,
-        "clip": config.clip,
-        "ot_epsilon": config.ot_epsilon,
-        "ot_cost": config.ot_cost,
-        "ot_kappa": config.ot_kappa,
-        "ot_iterations": config.ot_iterations,
-        "ot_loss": config.ot_loss,
-        "undimix_weights": config.undimix_weight_values(),
-    }
+    network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
+    network = torch.compile(network) if config.compile else network
+    return model, TrainingStep(network, augment, optimizer, config.sampler, config.loss_options(), context)
 
 
 def epoch_order(size: int, seed: int, epoch: int) -> Tensor:
@@ -400,8 +419,7 @@ def epoch_order(size: int, seed: int, epoch: int) -> Tensor:
 
     A pure function of its arguments, so a resumed run walks every epoch in the same order.
     """
-    epoch_seed = int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
-    return torch.randperm(size, generator=torch.Generator().manual_seed(epoch_seed))
+    return torch.randperm(size, generator=torch.Generator().manual_seed(derived_seed(seed, epoch)))
 
 
 def interrupted(stop: StopRequest, position: TrainingPosition, checkpoint: Path) -> TrainingInterrupted:

@@ -30,11 +30,9 @@ from hcl_cli.datasets import load_card, load_split
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, hardest_negatives, label_pair_similarities, loss_key, pick_anchors
 from hcl_cli.embeddings import load_embeddings
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.models import load_encoder
-from hcl_cli.objectives import beta_at, threshold_at
+from hcl_cli.models import check_fits_dataset, load_encoder
 from hcl_cli.params import load_params
 from hcl_cli.runtime import resolve_device
-from stages.pretrain import sampler_options
 
 METRIC_FILES: dict[str, tuple[str, type[StageConfig]]] = {"knn": ("kNN", KnnConfig), "linear": ("Linear readout", LinearConfig)}
 FIGURES_FOLDER = "figures"
@@ -277,19 +275,13 @@ def hard_negative_figure(config: ReportConfig, trained: PretrainConfig, folder: 
     images, labels = load_split(config.data, "test")
     device = resolve_device("auto")
     model, sidecar = load_encoder(config.model, device)
-    if [model.in_channels, model.image_size, model.image_size] != card["image_shape"]:
-        raise HclError(f"{config.model} was trained on {model.in_channels}x{model.image_size}x{model.image_size} images, but {config.data} holds {'x'.join(map(str, card['image_shape']))}")
+    check_fits_dataset(model, card["image_shape"], config.model, config.data)
     batch_size = min(trained.batch_size, len(labels))
     batch = torch.randperm(len(labels), generator=torch.Generator().manual_seed(HARD_NEGATIVE_SEED))[:batch_size]
     batch_images, batch_labels = images[batch], labels[batch]
     with torch.no_grad():
         _, hidden, z = model(build_eval_transform(sidecar["mean"], sidecar["std"])(batch_images.to(device)))
-    last_epoch = trained.epochs - 1
-    options = sampler_options(trained) | {
-        "beta": beta_at(trained.beta, last_epoch, trained.epochs, trained.anneal),
-        "threshold": threshold_at(trained.threshold_start, trained.threshold_end, last_epoch, trained.epochs),
-        "head_inputs": (hidden, hidden),
-    }
+    options = trained.loss_options() | trained.sampler_state(trained.epochs - 1) | {"head_inputs": (hidden, hidden)}
     anchors = pick_anchors(batch_labels, config.anchors)
     rows = hardest_negatives(z, batch_labels.to(device), anchors, count=HARD_NEGATIVES, sampler=trained.sampler, **options)
     title = f"The {HARD_NEGATIVES} highest-weighted negatives of {len(rows)} test anchors under the {trained.sampler} sampler"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,10 +14,10 @@ import pytest
 import torch
 
 from hcl_cli.cli import main
-from hcl_cli.config import EmbedConfig, PrepareConfig
+from hcl_cli.config import EmbedConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.models import build_model, save_encoder
-from stages import embed, prepare
+from stages import embed
 
 USAGE, RUNTIME = 2, 1
 
@@ -86,10 +87,10 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def run_folder(tmp_path_factory: pytest.TempPathFactory, prepared_digits: Callable[[float], Path]) -> Path:
     """Prepared digits, an (untrained) encoder and its embeddings: valid inputs to break one at a time."""
     run = tmp_path_factory.mktemp("bad-input")
-    prepare.run(PrepareConfig(out=str(run / "prepared")))
+    shutil.copytree(prepared_digits(0.25), run / "prepared")
     card = load_card(run / "prepared")
     torch.manual_seed(0)
     meta = {"config": {}, "epoch": 0, "seed": 0, "dataset": "digits", "mean": card["mean"], "std": card["std"]}

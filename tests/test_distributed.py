@@ -6,12 +6,18 @@ the whole batch, each rank's gradients with respect to its own projections are t
 gradients for those rows, and, through DDP with :attr:`DistributedContext.loss_scale`, the
 parameter gradients of a projection layer equal the single-process ones. Ranks report through
 safetensors files in ``tmp_path``; the comparison runs in the test process.
+
+Must show 2: ``hcl pretrain`` under ``torchrun`` with two CPU processes writes one encoder and one
+checkpoint (rank 0 only) that ``embed``, ``knn-eval`` and ``linear-eval`` accept.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,10 +28,14 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from hcl_cli.artifacts import read_json
+from hcl_cli.config import EmbedConfig, KnnConfig, LinearConfig, PrepareConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.models import load_encoder
 from hcl_cli.objectives import SAMPLERS, contrastive_loss
 from hcl_cli.runtime import seed_everything
+from stages import embed, knn_eval, linear_eval, prepare
 
 WORLD_SIZE = 2
 RANK_BATCH = 6
@@ -34,6 +44,7 @@ HIDDEN_DIM = 7
 NUM_CLASSES = 3
 TOLERANCE = 1e-5
 HANG_GUARD_S = 120
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD_SIZE}"]
 # Every option any sampler reads; each sampler ignores the others (and unsupervised ones the labels).
 SAMPLER_OPTIONS: dict[str, Any] = {"temperature": 0.5, "beta": 1.0, "tau_plus": 0.1, "threshold": -0.2, "ot_epsilon": 0.5}
 
@@ -211,3 +222,35 @@ def test_without_torchrun_the_context_is_one_process_that_passes_views_through(m
         assert (context.rank, context.world_size, context.is_main, context.loss_scale) == (0, 1, True, 1.0)
         assert context.wrap_model(model) is model
     assert views.z1 is z1 and views.z2 is z2 and views.labels is labels and views.anchor_mask is None
+
+
+@pytest.mark.slow
+def test_two_process_torchrun_pretrain_writes_an_encoder_that_embed_and_the_evaluations_accept(tmp_path: Path) -> None:
+    """Issue 7, Must show 2: ``torchrun --nproc-per-node 2 -m hcl_cli pretrain`` on the CPU (gloo)."""
+    data, models = tmp_path / "prepared", tmp_path / "models"
+    prepare.run(PrepareConfig(test_fraction=0.8, out=str(data)))
+    pretrain = [*TORCHRUN, "-m", "hcl_cli", "pretrain", "--device", "cpu", "--epochs", "1", "--batch-size", "16", "--sampler", "hscl"]
+    launched = run_command([*pretrain, "--data", str(data), "--out", str(models), "--live-dir", str(tmp_path / "dvclive")])
+    assert launched.returncode == 0, launched.stdout[-3000:]
+    assert launched.stdout.count("hcl pretrain: wrote") == 1
+
+    _, sidecar = load_encoder(models / "encoder.safetensors")
+    assert sidecar["world_size"] == WORLD_SIZE
+    assert sorted(path.name for path in (models / "checkpoints").glob("*.safetensors")) == ["epoch-0001-step-000000.safetensors"]
+    embeddings = tmp_path / "embeddings.safetensors"
+    embed.run(EmbedConfig(data=str(data), model=str(models / "encoder.safetensors"), out=str(embeddings), device="cpu"))
+    knn_eval.run(KnnConfig(k=10, embeddings=str(embeddings), out=str(tmp_path / "knn.json"), device="cpu"))
+    linear_eval.run(LinearConfig(epochs=20, embeddings=str(embeddings), out=str(tmp_path / "linear.json"), device="cpu"))
+    for metrics in ("knn.json", "linear.json"):
+        assert 0.1 < read_json(tmp_path / metrics)["top1"] <= 1.0
+
+
+def run_command(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own session; on a hang, kill the whole session (torchrun and its ranks)."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True) as process:
+        try:
+            output, _ = process.communicate(timeout=HANG_GUARD_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"{' '.join(command)} did not finish within {HANG_GUARD_S} s")
+    return subprocess.CompletedProcess(command, process.returncode, output)

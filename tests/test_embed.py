@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -9,21 +10,19 @@ import torch
 
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.augment import build_eval_transform
-from hcl_cli.config import EmbedConfig, PrepareConfig
+from hcl_cli.config import EmbedConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import EMBEDDINGS_KIND, TENSOR_SPECS
 from hcl_cli.errors import HclError
 from hcl_cli.models import build_model, load_encoder, save_encoder
-from stages import embed, prepare
+from stages import embed
 
 PROJECTION_DIM = 16
 
 
 @pytest.fixture(scope="module")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("digits") / "prepared"
-    prepare.run(PrepareConfig(out=str(folder)))
-    return folder
+def digits(prepared_digits: Callable[[float], Path]) -> Path:
+    return prepared_digits(0.25)
 
 
 @pytest.fixture(scope="module")

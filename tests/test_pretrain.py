@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +15,22 @@ import torch
 import stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore
-from hcl_cli.config import SAMPLERS, PrepareConfig, PretrainConfig
+from hcl_cli.config import SAMPLERS, PretrainConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.models import load_encoder
 from hcl_cli.objectives import SUPERVISED
-from stages import prepare
 
 TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and a 2-core machine shared with other jobs stalls on two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def digits(prepared_digits: Callable[[float], Path]) -> Path:
     """Digits prepared with a large test fraction, so that the train split is small (89 images, 5 steps of 16)."""
-    folder = tmp_path_factory.mktemp("digits") / "prepared"
-    prepare.run(PrepareConfig(test_fraction=0.95, out=str(folder)))
-    return folder
+    return prepared_digits(0.95)
 
 
 def tiny_config(digits: Path, run: Path, **changes: Any) -> PretrainConfig:

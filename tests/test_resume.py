@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +27,20 @@ from torch import nn
 import stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingInterrupted, TrainingPosition
-from hcl_cli.config import PrepareConfig, PretrainConfig, option_name
-from stages import prepare
+from hcl_cli.config import PretrainConfig, option_name
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"epochs": 3, "batch_size": 16, "checkpoint_every": 3, "sampler": "hucl", "device": "cpu"}
 KILLS = 20
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models run fastest on one thread, and a 2-core machine shared with other jobs stalls on two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def digits(prepared_digits: Callable[[float], Path]) -> Path:
     """Digits prepared with a large test fraction: 179 train images, 11 steps of 16 per epoch."""
-    folder = tmp_path_factory.mktemp("digits") / "prepared"
-    prepare.run(PrepareConfig(test_fraction=0.9, out=str(folder)))
-    return folder
+    return prepared_digits(0.9)
 
 
 def config_for(digits: Path, run: Path, **changes: Any) -> PretrainConfig:
