@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torchvision
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from hcl_cli.artifacts import library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError, UsageError
@@ -213,3 +214,23 @@ def check_fits_dataset(model: ContrastiveModel, image_shape: list[int], model_pa
     if trained != list(image_shape):
         shape = "x".join(map(str, image_shape))
         raise HclError(f"{model_path} was trained on {'x'.join(map(str, trained))} images, but {data_path} holds {shape}")
+
+
+@torch.no_grad()
+def encode(model: ContrastiveModel, transform: nn.Module, images: Tensor, batch_size: int, description: str = "embed") -> tuple[Tensor, Tensor]:
+    """Backbone features and projections (float32, on the CPU) of uint8 ``images``, in batches.
+
+    The model is run in eval mode (BatchNorm uses its running statistics) on its own device; its
+    previous mode is restored afterwards, so training code can call this between epochs.
+    """
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    features, projections = [], []
+    for start in tqdm(range(0, len(images), batch_size), desc=description, unit="batch", disable=None, leave=False):
+        batch = transform(images[start : start + batch_size].to(device, non_blocking=True))
+        batch_features, _, batch_projections = model(batch)
+        features.append(batch_features.float().cpu())
+        projections.append(batch_projections.float().cpu())
+    model.train(was_training)
+    return torch.cat(features), torch.cat(projections)

@@ -57,9 +57,8 @@ from hcl_cli.distributed import DistributedContext, derived_seed, distributed_co
 from hcl_cli.embeddings import topk_accuracy
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.knn import knn_predict
-from hcl_cli.models import ContrastiveModel, build_model, resolve_arch, save_encoder
+from hcl_cli.models import ContrastiveModel, build_model, encode, resolve_arch, save_encoder
 from hcl_cli.objectives import SUPERVISED, check_sampler_inputs, contrastive_loss
-from stages.embed import encode
 
 KNN_PROBE_BANK = 10_000
 KNN_PROBE_QUERIES = 2_000

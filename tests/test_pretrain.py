@@ -9,17 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 import stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore
-from hcl_cli.config import SAMPLERS, PretrainConfig
+from hcl_cli.config import SAMPLERS, PrepareConfig, PretrainConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.models import load_encoder
 from hcl_cli.objectives import SUPERVISED
+from stages import prepare
 
 TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
 
@@ -79,6 +82,26 @@ def test_every_sampler_trains_one_epoch(digits: Path, tmp_path: Path, sampler: s
         # 2B views, each with at least its partner as a positive.
         assert logged(tmp_path, "same_label_pairs")[0] >= 2 * TINY["batch_size"]
         assert 0.0 <= logged(tmp_path, "assumption1_fraction")[0] <= 1.0
+
+
+def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_path: Path) -> None:
+    """Issue 4's CPU smoke run: ResNet-18 (CIFAR stem) and kornia's batched SimCLR augmentation on a
+    tiny test-made image folder of 32x32 RGB images (two classes), one epoch."""
+    generator = np.random.default_rng(0)
+    for split, count in (("train", 16), ("test", 4)):
+        for label in ("cat", "dog"):
+            folder = tmp_path / "images" / split / label
+            folder.mkdir(parents=True)
+            for index in range(count):
+                Image.fromarray(generator.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(folder / f"{index}.png")
+    data = tmp_path / "prepared"
+    prepare.run(PrepareConfig(dataset="imagefolder", path=str(tmp_path / "images"), out=str(data)))
+
+    pretrain.run(tiny_config(data, tmp_path, arch="auto", batch_size=8, sampler="hscl"))
+
+    model, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
+    assert (sidecar["arch"], sidecar["in_channels"], sidecar["image_size"], model.feature_dim) == ("resnet18", 3, 32, 512)
+    assert math.isfinite(logged(tmp_path, "loss")[0])
 
 
 def test_dvclive_is_a_plain_file_logger_even_in_a_git_repository_without_commits(digits: Path, tmp_path: Path) -> None:
