@@ -360,7 +360,7 @@ def epoch_log(live_dir: str, *, resume: bool) -> Iterator[Callable[[int, dict[st
         from dvclive import Live
     except ImportError:
         print(f"hcl pretrain: warning: dvclive is not installed, so no metrics are logged to {live_dir}", file=sys.stderr)
-        yield lambda epoch, metrics: None
+        yield skip_log
         return
 
     class FileLive(Live):
