@@ -30,8 +30,8 @@ from benchmarks.common import write_result
 from hcl_cli.checkpoint import CheckpointStore, StopRequest
 from hcl_cli.config import PrepareConfig, PretrainConfig
 from hcl_cli.datasets import load_card, load_split
-from hcl_cli.objectives import beta_at, threshold_at
-from hcl_cli.runtime import resolve_device, seed_everything
+from hcl_cli.distributed import distributed_context
+from hcl_cli.runtime import resolve_device
 from stages import prepare
 from stages.pretrain import EpochTotals, TrainingRun, build_training, train_one_epoch
 
@@ -53,13 +53,14 @@ def write_synthetic_image_folder(root: Path, count: int, seed: int = 0) -> None:
 def benchmark(config: PretrainConfig, epochs: int) -> tuple[dict[str, object], dict[str, object]]:
     """Time ``epochs`` epochs of the training loop after one warm-up step: (the setting, the timings)."""
     card = load_card(config.data)
-    device = resolve_device(config.device)
-    images, labels = load_split(config.data, "train", device)
-    seed_everything(config.seed)
-    model, step = build_training(config, card, device)
-    with tempfile.TemporaryDirectory() as scratch:
-        training = TrainingRun(config, model, step, images, labels, CheckpointStore(scratch), identity={})
-        sampler_state = {"beta": beta_at(config.beta, 0, epochs, config.anneal), "threshold": threshold_at(config.threshold_start, config.threshold_end, 0, epochs)}
+    with distributed_context(config.device) as context, tempfile.TemporaryDirectory() as scratch:
+        device = context.device
+        images, labels = load_split(config.data, "train", device)
+        context.seed_everything(config.seed)
+        model, step = build_training(config, card, context)
+        training = TrainingRun(config, model, step, images, labels, CheckpointStore(scratch), identity={}, context=context)
+        steps_per_epoch = context.steps_per_epoch(len(images), config.batch_size)
+        sampler_state = config.sampler_state(0)
         step(images[: config.batch_size], labels[: config.batch_size], **sampler_state)
         epoch_seconds = []
         for epoch in range(epochs):
@@ -77,7 +78,7 @@ def benchmark(config: PretrainConfig, epochs: int) -> tuple[dict[str, object], d
         "image_shape": card["image_shape"],
         "train_images": len(images),
         "batch_size": config.batch_size,
-        "steps_per_epoch": training.steps_per_epoch,
+        "steps_per_epoch": steps_per_epoch,
         "sampler": config.sampler,
         "compile": config.compile,
     }
@@ -86,7 +87,7 @@ def benchmark(config: PretrainConfig, epochs: int) -> tuple[dict[str, object], d
         "load_average_1min": round(os.getloadavg()[0], 2),
         "epoch_seconds": [round(s, 3) for s in epoch_seconds],
         "median_epoch_seconds": round(median, 3),
-        "images_per_second": round(training.steps_per_epoch * config.batch_size / median, 1),
+        "images_per_second": round(steps_per_epoch * config.batch_size / median, 1),
     }
     return setting, timings
 
