@@ -32,7 +32,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision.transforms import v2
 
-from benchmarks.common import write_result
+from benchmarks.common import synchronize, write_result
 from hcl_cli.augment import SIMCLR_CROP_SCALE, SIMCLR_GRAYSCALE_P, SIMCLR_JITTER, SIMCLR_JITTER_P, build_augmentation
 from hcl_cli.runtime import resolve_device
 
@@ -68,11 +68,6 @@ def torchvision_simclr(size: int) -> v2.Compose:
             v2.Normalize(CIFAR_MEAN, CIFAR_STD),
         ]
     )
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_batched(images: torch.Tensor, batch_size: int, device: torch.device) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.common import write_result
+from benchmarks.common import synchronize, write_result
 from hcl_cli.checkpoint import CheckpointStore, StopRequest
 from hcl_cli.config import PrepareConfig, PretrainConfig
 from hcl_cli.datasets import load_card, load_split
@@ -50,8 +50,8 @@ def write_synthetic_image_folder(root: Path, count: int, seed: int = 0) -> None:
             Image.fromarray(pixels).save(folder / f"{index}.png")
 
 
-def benchmark(config: PretrainConfig, epochs: int) -> tuple[dict[str, object], dict[str, object]]:
-    """Time ``epochs`` epochs of the training loop after one warm-up step: (the setting, the timings)."""
+def benchmark(config: PretrainConfig) -> tuple[dict[str, object], dict[str, object]]:
+    """Time ``config.epochs`` epochs of the training loop after one warm-up step: (the setting, the timings)."""
     card = load_card(config.data)
     with distributed_context(config.device) as context, tempfile.TemporaryDirectory() as scratch:
         device = context.device
@@ -63,13 +63,11 @@ def benchmark(config: PretrainConfig, epochs: int) -> tuple[dict[str, object], d
         sampler_state = config.sampler_state(0)
         step(images[: config.batch_size], labels[: config.batch_size], **sampler_state)
         epoch_seconds = []
-        for epoch in range(epochs):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+        for epoch in range(config.epochs):
+            synchronize(device)
             start = time.perf_counter()
             train_one_epoch(training, epoch, 0, sampler_state, EpochTotals(), StopRequest())
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            synchronize(device)
             epoch_seconds.append(time.perf_counter() - start)
     median = statistics.median(epoch_seconds)
     setting = {
@@ -118,7 +116,7 @@ def main() -> None:
         )
         for threads in (int(count) for count in args.threads.split(",")):
             torch.set_num_threads(threads)
-            setting, timings = benchmark(config, args.epochs)
+            setting, timings = benchmark(config)
             print(f"{setting['arch']} on {device}, {threads} thread(s): {timings['images_per_second']} images/s, {timings['median_epoch_seconds']} s per epoch of {setting['steps_per_epoch']} steps")
             runs.append(timings)
     if args.synthetic:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from benchmarks.common import write_result
+from benchmarks.common import synchronize, write_result
 from hcl_cli.config import PretrainConfig
 from hcl_cli.models import build_model
 from hcl_cli.objectives import SAMPLERS, contrastive_loss
@@ -38,8 +38,7 @@ IMAGE_SIZE, CLASSES = 8, 10
 
 def timed_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, views: torch.Tensor, labels: torch.Tensor, sampler: str, options: dict[str, Any]) -> tuple[float, float]:
     """Wall-clock and CPU seconds for one forward, loss, backward and Adam step."""
-    if views.device.type == "cuda":
-        torch.cuda.synchronize(views.device)
+    synchronize(views.device)
     start, start_cpu = time.perf_counter(), time.process_time()
     _, hidden, z = model(views)
     z1, z2 = z.chunk(2)
@@ -47,8 +46,7 @@ def timed_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, views: 
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
-    if views.device.type == "cuda":
-        torch.cuda.synchronize(views.device)
+    synchronize(views.device)
     return time.perf_counter() - start, time.process_time() - start_cpu
 
 

@@ -1,9 +1,10 @@
-"""What every benchmark result records: the machine, the device, torch, the date and the command."""
+"""What every benchmark result records (the machine, the device, torch, the date and the command), and timing helpers."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 import shlex
 import sys
@@ -18,9 +19,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
     """Machine, device name, library versions, date and the command line of this run."""
     device = torch.device(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine())
+    processor = platform.processor() or platform.machine()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else processor
     return {
-        "machine": {"node": platform.node(), "processor": platform.processor() or platform.machine(), "cpus": _cpu_count(), "system": platform.platform()},
+        "machine": {"node": platform.node(), "processor": processor, "cpus": _cpu_count(), "system": platform.platform()},
         "device": {"type": device.type, "name": name},
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -38,7 +40,11 @@ def write_result(name: str, payload: dict[str, Any], device: str | torch.device 
     return path
 
 
-def _cpu_count() -> int:
-    import os
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (CUDA runs asynchronously), so a timer reads the real time."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
+
+def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -80,7 +80,7 @@ def write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write JSON atomically, indented and with a trailing newline."""
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
 def read_json(path: str | os.PathLike[str], what: str = "file") -> dict[str, Any]:
@@ -95,6 +95,12 @@ def read_json(path: str | os.PathLike[str], what: str = "file") -> dict[str, Any
     if not isinstance(obj, dict):
         raise HclError(f"{what} {source} must hold a JSON object")
     return obj
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its type's name when the message is empty."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def sidecar_path(path: str | os.PathLike[str]) -> Path:
@@ -157,7 +163,7 @@ def load_artifact(
     try:
         tensors = load_file(str(source), device=str(device))
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise HclError(f"{source}: not a readable safetensors file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+        raise HclError(f"{source}: not a readable safetensors file ({first_line(exc)})") from exc
     for name, spec in expected.items():
         if name not in tensors:
             raise HclError(f"{source}: missing tensor {name!r}")

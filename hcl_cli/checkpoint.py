@@ -9,8 +9,8 @@ config's parameters and the dataset), which a resume must match except for ``epo
 go to ``NAME.safetensors`` and the rest to its JSON sidecar, both through
 :func:`hcl_cli.artifacts.save_artifact` (atomic). Nothing is pickled.
 
-The folder keeps one checkpoint pair per position (``epoch-EEEE-step-SSSSSS``) and a pointer file
-``latest.json`` naming the newest. A save writes the new pair first, then replaces the pointer
+The folder keeps the newest checkpoint pair, named by its position (``epoch-EEEE-step-SSSSSS``), and
+a pointer file ``latest.json`` naming it. A save writes the new pair first, then replaces the pointer
 (atomically), then deletes the older pairs; so a process killed at any moment of a save leaves
 the pointer on a complete checkpoint, the previous one or the new one, never on half of one.
 """
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hcl_cli.artifacts import TensorSpec, library_versions, load_artifact, read_json, save_artifact, sidecar_path, write_json
+from hcl_cli.artifacts import TensorSpec, first_line, library_versions, load_artifact, read_json, save_artifact, sidecar_path, write_json
 from hcl_cli.errors import HclError, UsageError
 
 CHECKPOINT_KIND = "checkpoint"
@@ -163,7 +163,7 @@ class CheckpointStore:
             _restore_rng(tensors, sidecar["rng"])
             loop_state = dict(sidecar["loop_state"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise HclError(f"{path}: not a checkpoint of this model ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+            raise HclError(f"{path}: not a checkpoint of this model ({first_line(exc)})") from exc
         return Checkpoint(position, loop_state, path)
 
     def clear(self) -> None:

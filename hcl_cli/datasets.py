@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 from tqdm import tqdm
 
-from hcl_cli.artifacts import SCHEMA_VERSION, TensorSpec, load_artifact, read_json
+from hcl_cli.artifacts import SCHEMA_VERSION, TensorSpec, first_line, load_artifact, read_json
 from hcl_cli.config import PrepareConfig
 from hcl_cli.errors import HclError, UsageError
 
@@ -121,7 +121,7 @@ def load_torchvision(name: str, root: Path, image_size: int = 0) -> SourceDatase
                 split: dataset_class(str(root), download=not present, **arguments) for split, arguments in layout.split_arguments.items()
             }
     except (RuntimeError, OSError, ValueError) as exc:
-        reason = _first_line(exc)
+        reason = first_line(exc)
         if present:
             raise HclError(
                 f"{name} files in {folder} failed torchvision's checks ({reason}): "
@@ -262,7 +262,7 @@ def _decode_image(path: Path, image_size: int) -> np.ndarray | str:
         with Image.open(path) as image:
             return _pil_to_chw(image.convert("RGB"), image_size)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        return f"{path}: {_first_line(exc)}"
+        return f"{path}: {first_line(exc)}"
 
 
 def _pil_to_chw(image: Image.Image, image_size: int) -> np.ndarray:
@@ -305,11 +305,6 @@ def _warn_skipped(unreadable: list[str]) -> None:
 
 def _size_text(image: np.ndarray) -> str:
     return f"{image.shape[2]}x{image.shape[1]}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @contextlib.contextmanager

@@ -43,6 +43,7 @@ import torch.distributed.nn.functional as dist_autograd
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
+from hcl_cli.artifacts import first_line
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.runtime import resolve_device, seed_everything
 
@@ -240,7 +241,7 @@ def distributed_context(device_name: str) -> Iterator[DistributedContext]:
     try:
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     except (ValueError, RuntimeError) as exc:
-        raise HclError(f"rank {rank} of {world_size} could not join the torchrun process group: {str(exc).splitlines()[0]}") from exc
+        raise HclError(f"rank {rank} of {world_size} could not join the torchrun process group: {first_line(exc)}") from exc
     try:
         yield DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank, device=device)
     finally:

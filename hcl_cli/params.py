@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from hcl_cli.artifacts import first_line
 from hcl_cli.config import STAGE_CONFIGS
 from hcl_cli.errors import UsageError
 
@@ -28,7 +29,7 @@ def load_params(path: str | Path) -> dict[str, object]:
     try:
         params = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
+        raise UsageError(f"cannot read {path}: {first_line(exc)}") from exc
     if not isinstance(params, dict):
         raise UsageError(f"{path} must be a mapping of stage groups")
     return params

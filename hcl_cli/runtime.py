@@ -19,9 +19,8 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def seed_everything(seed: int) -> torch.Generator:
-    """Seed Python, NumPy and torch (all devices); return a CPU generator for data order."""
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    return torch.Generator().manual_seed(seed)

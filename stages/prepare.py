@@ -31,9 +31,10 @@ def run(config: PrepareConfig) -> None:
     _check_replaceable(out)
     dataset = load_source(config)
     card = dataset_card(config, dataset)
+    versions = library_versions()
     with _staging_folder(out) as staging:
         for split, (images, labels) in dataset.splits.items():
-            meta = {"dataset": card["name"], "split": split, "versions": library_versions()}
+            meta = {"dataset": card["name"], "split": split, "versions": versions}
             save_artifact(staging / f"{split}.safetensors", {"images": images, "labels": labels}, kind=SPLIT_KIND, meta=meta)
         write_json(staging / CARD_FILE, card)
     counts = ", ".join(f"{split} {count}" for split, count in card["counts"].items())

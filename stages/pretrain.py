@@ -135,7 +135,7 @@ class TrainingStep:
             _, hidden, z = self.network(views)
         z1, z2 = z.float().chunk(2)
         head_inputs = tuple(hidden.float().chunk(2)) if self.sampler == "undimix" else None
-        batch = self.context.gather_views(z1, z2, labels, head_inputs)
+        batch = self.context.gather_views(z1, z2, labels if self.sampler in SUPERVISED else None, head_inputs)
         loss, stats = contrastive_loss(
             batch.z1, batch.z2, batch.labels, sampler=self.sampler, beta=beta, threshold=threshold, head_inputs=batch.head_inputs,
             anchor_mask=batch.anchor_mask, return_stats=True, **self.loss_options,

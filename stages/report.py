@@ -69,9 +69,10 @@ def run(config: ReportConfig) -> None:
         for name, (_, stage) in METRIC_FILES.items()
         if name in metrics
     }
-    encoder = trained_config(Path(config.model)) if Path(config.model).is_file() else None
+    model = Path(config.model)
+    encoder = trained_config(model) if model.is_file() else None
     if encoder is not None:
-        recorded["pretrain"] = Recorded(encoder.params(), f"`{sidecar_path(config.model)}`")
+        recorded["pretrain"] = Recorded(encoder.params(), f"`{sidecar_path(model)}`")
     recorded["report"] = Recorded(config.params(), "`hcl report` options")
 
     figure_folder = out.parent / FIGURES_FOLDER
@@ -96,11 +97,12 @@ def read_metrics(folder: Path) -> dict[str, dict[str, Any]]:
     """The metrics files present in ``folder``, by stage; a missing folder, or neither file, is an error."""
     if not folder.is_dir():
         raise HclError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
-    metrics = {name: read_json(folder / f"{name}.json", what=f"{label} metrics") for name, (label, _) in METRIC_FILES.items() if (folder / f"{name}.json").is_file()}
+    paths = {name: folder / f"{name}.json" for name in METRIC_FILES}
+    metrics = {name: read_json(path, what=f"{METRIC_FILES[name][0]} metrics") for name, path in paths.items() if path.is_file()}
     if not metrics:
         raise HclError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
     for name, values in metrics.items():
-        path = folder / f"{name}.json"
+        path = paths[name]
         for key in ("top1", "top5"):
             value = values.get(key)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:

@@ -21,7 +21,6 @@ from hcl_cli.cli import main
 from hcl_cli.embeddings import save_embeddings, topk_accuracy
 from hcl_cli.linear import linear_readout, standardise
 
-
 Digits = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 

@@ -12,8 +12,8 @@ import matplotlib.image
 import pytest
 import torch
 import yaml
-from dvclive import Live
 
+from dvclive import Live
 from hcl_cli.artifacts import write_json
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig

@@ -139,7 +139,7 @@ class LossStats:
     """Book-keeping of one loss evaluation (0-dim int64 tensors; ``.item()`` them to log)."""
 
     terms: Tensor
-    """Positive pairs averaged over, counting all anchors (the denominator of the mean)."""
+    """Positive pairs of the anchors with negatives, whether or not ``anchor_mask`` keeps them (the denominator of the mean)."""
     anchors_without_negatives: Tensor
     """Anchors left out because no candidate had a different label (supervised samplers)."""
 

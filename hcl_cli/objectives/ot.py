@@ -23,7 +23,6 @@ from torch import Tensor
 from hcl_cli.objectives.core import NegativeWeights, PairBatch
 from hcl_cli.objectives.options import SamplerOptions
 
-
 Reduction = Callable[[Tensor], Tensor]
 
 

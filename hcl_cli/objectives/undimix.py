@@ -33,6 +33,7 @@ uniform weights (SimCLR).
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
