@@ -138,12 +138,15 @@ class CheckpointStore:
         self._remove_all_but(path)
         return path
 
-    def load(self, model: nn.Module, optimizer: torch.optim.Optimizer, identity: Mapping[str, Any], epochs: int) -> Checkpoint | None:
+    def load(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, identity: Mapping[str, Any], epochs: int, *, finished_run: bool = True
+    ) -> Checkpoint | None:
         """Restore model, optimizer and RNG states from the newest checkpoint; None when there is none.
 
-        A checkpoint made with other parameters (other than ``epochs``), on another dataset, or
-        past ``epochs`` raises :class:`CheckpointMismatch` before anything is restored; a corrupt
-        or foreign one a one-line HclError.
+        A checkpoint made with other parameters (other than ``epochs``), on another dataset, past
+        ``epochs``, or (with ``finished_run=False``) of a run that already did all ``epochs``
+        raises :class:`CheckpointMismatch` before anything is restored; a corrupt or foreign one a
+        one-line HclError.
         """
         path = self.latest()
         if path is None:
@@ -156,6 +159,8 @@ class CheckpointStore:
         _check_identity(path, sidecar.get("identity"), identity)
         if position.epoch > epochs:
             raise CheckpointMismatch(f"{path} has done {position.epoch} epochs, more than --epochs {epochs}")
+        if position.epoch == epochs and not finished_run:
+            raise CheckpointMismatch(f"{path} is a finished run of {epochs} epochs")
         try:
             model.load_state_dict({name.removeprefix("model."): t for name, t in tensors.items() if name.startswith("model.")})
             optimizer.load_state_dict(_unflatten_optimizer(tensors, sidecar["optimizer"]["param_groups"]))

@@ -135,7 +135,7 @@ class PretrainConfig(StageConfig):
     out: str = runtime("models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
     live_dir: str = runtime("dvclive/pretrain", "dvclive folder for per-epoch metrics and plots.")
     resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.")
-    restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters starts a fresh run instead of an error (for dvc.yaml).")
+    restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).")
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
 
     def loss_options(self) -> dict[str, Any]:

@@ -385,11 +385,13 @@ def resume_from(store: CheckpointStore, training: TrainingRun) -> Checkpoint | N
     """Restore the newest checkpoint into ``training``; None when there is none to resume.
 
     A checkpoint of another run is an error, or with ``--restart-on-change`` (what dvc.yaml
-    passes: a changed parameter is a new experiment) a note, and training starts over.
+    passes: a changed parameter is a new experiment) a note, and training starts over. Under
+    ``--restart-on-change`` a finished run starts over too: DVC reruns a finished stage only
+    when its code changed or ``--force`` asked for it, and then means a new run.
     """
     config = training.config
     try:
-        return store.load(training.model, training.step.optimizer, training.identity, config.epochs)
+        return store.load(training.model, training.step.optimizer, training.identity, config.epochs, finished_run=not config.restart_on_change)
     except CheckpointMismatch as mismatch:
         if not config.restart_on_change:
             raise

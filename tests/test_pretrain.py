@@ -174,3 +174,25 @@ def test_restart_on_change_trains_afresh_like_a_run_without_resume(digits: Path,
     fresh, _ = load_artifact(tmp_path / "fresh" / "models" / "encoder.safetensors", "encoder", {})
     rerun, _ = load_artifact(tmp_path / "rerun" / "models" / "encoder.safetensors", "encoder", {})
     assert all(torch.equal(rerun[name], tensor) for name, tensor in fresh.items())
+
+
+def test_restart_on_change_retrains_a_finished_run_and_logs_every_epoch(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What `dvc repro` after a code change (or --force) relies on: the finished run is not a no-op."""
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2))
+    first, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2, resume=True, restart_on_change=True))
+
+    assert "is a finished run of 2 epochs: starting over" in capsys.readouterr().out
+    again, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
+    assert all(torch.equal(again[name], tensor) for name, tensor in first.items())
+    assert len(logged(tmp_path, "loss")) == 2
+
+
+def test_resume_of_a_finished_run_by_hand_rewrites_the_same_encoder(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2))
+    first, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2, resume=True))
+
+    assert "resuming from" in capsys.readouterr().out
+    again, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
+    assert all(torch.equal(again[name], tensor) for name, tensor in first.items())
