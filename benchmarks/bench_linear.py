@@ -2,7 +2,7 @@
 
 Synthetic embeddings: 50,000 train and 10,000 test rows of 512 backbone features in 10 classes
 (Gaussian classes whose means overlap, so the readout has work to do). The timed span is the whole
-stage (``stages.linear_eval.run``): reading the embeddings, standardising, fitting, scoring and
+stage (``hcl_cli.stages.linear_eval.run``): reading the embeddings, standardising, fitting, scoring and
 writing the metrics. Run from the repository root::
 
     python -m benchmarks.bench_linear
@@ -23,7 +23,7 @@ import torch
 from benchmarks.common import write_result
 from hcl_cli.config import LinearConfig
 from hcl_cli.embeddings import SPLITS, save_embeddings
-from stages import linear_eval
+from hcl_cli.stages import linear_eval
 
 TRAIN, TEST, DIM, PROJECTION_DIM, NUM_CLASSES = 50_000, 10_000, 512, 128, 10
 TARGET_SECONDS = 120.0

@@ -1,6 +1,6 @@
 """Pretraining throughput: images per second and epoch time of the real training loop.
 
-Runs :func:`stages.pretrain.train_one_epoch` (data order, index slicing of the device-resident
+Runs :func:`hcl_cli.stages.pretrain.train_one_epoch` (data order, index slicing of the device-resident
 uint8 set, two batched augmented views, forward, loss, backward, Adam) on a prepared folder, after
 one untimed warm-up step (for ``--compile``, the compilation). An image counts once, although it
 gives two views. No checkpoint is written and no probe runs, so the figures are the training loop
@@ -27,13 +27,14 @@ import torch
 from PIL import Image
 
 from benchmarks.common import synchronize, write_result
-from hcl_cli.checkpoint import CheckpointStore, StopRequest
+from hcl_cli.checkpoint import CheckpointStore
+from hcl_cli.training.signals import StopRequest
 from hcl_cli.config import PrepareConfig, PretrainConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.distributed import distributed_context
 from hcl_cli.runtime import resolve_device
-from stages import prepare
-from stages.pretrain import EpochTotals, TrainingRun, build_training, train_one_epoch
+from hcl_cli.stages import prepare
+from hcl_cli.stages.pretrain import EpochTotals, TrainingRun, build_training, train_one_epoch
 
 SYNTHETIC_CLASSES = 10
 SYNTHETIC_SIZE = 32

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import write_result
-from stages.compare import dvc_exp_show, parse_experiments
+from hcl_cli.stages.compare import dvc_exp_show, parse_experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 BETAS = "0.5,1,2"

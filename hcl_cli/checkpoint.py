@@ -1,4 +1,4 @@
-"""Resumable training checkpoints, without pickle, and a clean stop on SIGINT / SIGTERM.
+"""Resumable training checkpoints, without pickle.
 
 A checkpoint holds everything a bitwise-exact resume needs: the model's state_dict, the
 optimizer's state (its per-parameter tensors flattened into safetensors, its ``param_groups`` in
@@ -17,14 +17,10 @@ the pointer on a complete checkpoint, the previous one or the new one, never on 
 
 from __future__ import annotations
 
-import contextlib
 import random
-import signal
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -64,14 +60,6 @@ class Checkpoint:
     position: TrainingPosition
     loop_state: dict[str, Any]
     path: Path
-
-
-class TrainingInterrupted(HclError):
-    """SIGINT or SIGTERM stopped training after a checkpoint was saved; exit code 128 + the signal number."""
-
-    def __init__(self, message: str, signum: int) -> None:
-        super().__init__(message)
-        self.exit_code = 128 + signum
 
 
 class CheckpointMismatch(UsageError):
@@ -248,47 +236,3 @@ def _restore_rng(tensors: Mapping[str, torch.Tensor], rng_json: Mapping[str, Any
     np.random.set_state((numpy_state["kind"], keys, numpy_state["position"], numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
     python_state = rng_json["python"]
     random.setstate((python_state["version"], tuple(python_state["state"]), python_state["gauss_next"]))
-
-
-class StopRequest:
-    """Set by SIGINT / SIGTERM while :func:`stop_on_signals` is active; training polls it at step boundaries."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    @property
-    def requested(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def signal_name(self) -> str:
-        return signal.Signals(self.signum).name if self.signum is not None else ""
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[StopRequest]:
-    """Turn SIGINT and SIGTERM into a :class:`StopRequest` for the duration of the block.
-
-    The first signal only records itself (training stops at the next step boundary and saves a
-    checkpoint); the handlers are then put back, so a second Ctrl-C or SIGTERM acts at once.
-    Outside the main thread, where Python cannot install handlers, signals keep their defaults.
-    """
-    request = StopRequest()
-    if threading.current_thread() is not threading.main_thread():
-        yield request
-        return
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.getsignal(signum) for signum in signals}
-
-    def record(signum: int, frame: FrameType | None) -> None:
-        request.signum = signum
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-    for signum in signals:
-        signal.signal(signum, record)
-    try:
-        yield request
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -54,7 +54,7 @@ def _stage_command(config_cls: type[StageConfig], module: str) -> Callable[..., 
         for name in valued_bools:
             values[name] = _parse_bool(name, values[name])
         config = config_cls(**values)
-        importlib.import_module(f"stages.{module}").run(config)
+        importlib.import_module(f"hcl_cli.stages.{module}").run(config)
 
     parameters = []
     for f in dataclasses.fields(config_cls):
@@ -90,7 +90,7 @@ def compare(
     out: Annotated[str, typer.Option(help="Output prefix: writes OUT.md and OUT.csv.")] = "reports/compare",
 ) -> None:
     """Tabulate every DVC experiment (dvc exp show --json): sampler, beta, tau_plus against kNN and linear top-1."""
-    importlib.import_module("stages.compare").run(out)
+    importlib.import_module("hcl_cli.stages.compare").run(out)
 
 
 def _parse_bool(name: str, value: str) -> bool:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hcl_cli.config import PrepareConfig
-from stages import prepare
+from hcl_cli.stages import prepare
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from hcl_cli.cli import main
 from hcl_cli.config import EmbedConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.models import build_model, save_encoder
-from stages import embed
+from hcl_cli.stages import embed
 
 USAGE, RUNTIME = 2, 1
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hcl_cli.errors import HclError
-from stages import compare
+from hcl_cli.stages import compare
 
 SWEEP = [("hucl", 0.5, 0.1), ("hscl", 1.0, 0.0), ("ucl", 2.0, 0.05)]
 WRITE_METRICS = """\

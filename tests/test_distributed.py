@@ -35,7 +35,7 @@ from hcl_cli.errors import HclError, UsageError
 from hcl_cli.models import load_encoder
 from hcl_cli.objectives import SAMPLERS, contrastive_loss
 from hcl_cli.runtime import seed_everything
-from stages import embed, knn_eval, linear_eval, prepare
+from hcl_cli.stages import embed, knn_eval, linear_eval, prepare
 
 WORLD_SIZE = 2
 RANK_BATCH = 6

@@ -15,7 +15,7 @@ from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import EMBEDDINGS_KIND, TENSOR_SPECS
 from hcl_cli.errors import HclError
 from hcl_cli.models import build_model, load_encoder, save_encoder
-from stages import embed
+from hcl_cli.stages import embed
 
 PROJECTION_DIM = 16
 

@@ -50,7 +50,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("pipeline")
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, path / name)
-    for folder in ("stages", "hcl_cli"):
+    for folder in ("hcl_cli",):
         shutil.copytree(ROOT / folder, path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     run(["git", "init", "-q"], path)
     run(["dvc", "init", "-q"], path)

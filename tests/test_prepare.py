@@ -28,7 +28,7 @@ from hcl_cli.cli import main
 from hcl_cli.config import PrepareConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.errors import HclError
-from stages import prepare
+from hcl_cli.stages import prepare
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 STL10_CLASSES = ["airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"]

@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image
 
-import stages.pretrain as pretrain
+import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import SAMPLERS, PrepareConfig, PretrainConfig
@@ -22,7 +22,7 @@ from hcl_cli.datasets import load_card
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.models import load_encoder
 from hcl_cli.objectives import SUPERVISED
-from stages import prepare
+from hcl_cli.stages import prepare
 
 TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
 

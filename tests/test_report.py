@@ -21,7 +21,7 @@ from hcl_cli.datasets import load_card
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, loss_key
 from hcl_cli.errors import HclError
 from hcl_cli.models import build_model, save_encoder
-from stages import embed, prepare, report
+from hcl_cli.stages import embed, prepare, report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRAINED = PretrainConfig(sampler="hscl", epochs=3, batch_size=32)

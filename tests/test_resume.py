@@ -24,9 +24,10 @@ import pytest
 import torch
 from torch import nn
 
-import stages.pretrain as pretrain
+import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
-from hcl_cli.checkpoint import CheckpointStore, TrainingInterrupted, TrainingPosition
+from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
+from hcl_cli.training.signals import TrainingInterrupted
 from hcl_cli.config import PretrainConfig, option_name
 
 ROOT = Path(__file__).resolve().parents[1]

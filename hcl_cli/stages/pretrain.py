@@ -49,7 +49,8 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
-from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, StopRequest, TrainingInterrupted, TrainingPosition, stop_on_signals
+from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, TrainingPosition
+from hcl_cli.training.signals import StopRequest, TrainingInterrupted, stop_on_signals
 from hcl_cli.config import KnnConfig, PretrainConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.diagnostics import hscl_diagnostics
@@ -317,7 +318,7 @@ def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, sampler_
     """Steps ``first_step..`` of ``epoch``, adding to ``totals``; a checkpoint every ``checkpoint_every`` steps.
 
     Raises a one-line HclError on a non-finite loss or gradient (before the update), and
-    :class:`~hcl_cli.checkpoint.TrainingInterrupted` after saving a checkpoint when a signal came.
+    :class:`~hcl_cli.training.signals.TrainingInterrupted` after saving a checkpoint when a signal came.
     """
     config, context = training.config, training.context
     order = epoch_order(len(training.images), config.seed, epoch).to(training.images.device)

@@ -1,0 +1,1 @@
+"""The training machinery of ``hcl pretrain``: the step, the epoch loop, probes, the training log and signals."""
