@@ -1,35 +1,27 @@
 """The ``hcl`` command: parse options, build the stage's config, call the stage.
 
-Each subcommand's options come from the fields of its config dataclass in
-:mod:`hcl_cli.config`, so every option has help text and maps one to one to a params.yaml key.
-Stages are imported only when run, so ``--help`` stays instant.
+Each subcommand's options are its config's declared options (:mod:`hcl_cli.config`), so every
+option has help text and maps one to one to a params.yaml key. ``--params FILE`` reads the
+stage's group from FILE (what dvc.yaml passes, so no parameter value ever reaches a shell);
+options given on the command line win. Stage modules, and with them torch, are imported only
+when a stage runs, so ``--help`` stays instant.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import inspect
 import sys
 import traceback
-import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hcl_cli.config import (
-    EmbedConfig,
-    KnnConfig,
-    LinearConfig,
-    PrepareConfig,
-    PretrainConfig,
-    ReportConfig,
-    StageConfig,
-    option_name,
-)
-from hcl_cli.errors import HclError, UsageError
-from hcl_cli.params import warn_unknown_params
+from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig, StageConfig
+from hcl_cli.errors import HclError
+from hcl_cli.options import Option, option_name, parse_bool
+from hcl_cli.params import default_params_yaml, stage_params
 
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -43,46 +35,94 @@ app = typer.Typer(
 )
 
 
-def _stage_command(config_cls: type[StageConfig], module: str) -> Callable[..., None]:
-    """A Typer command whose options are ``config_cls``'s fields; it runs ``stages.<module>.run``."""
+def run_prepare(config: PrepareConfig) -> None:
+    from hcl_cli.stages import prepare
 
-    hints = typing.get_type_hints(config_cls)
-    # A boolean *parameter* takes a value (``--clip true``), so dvc.yaml can pass ``${pretrain.clip}``.
-    valued_bools = {f.name for f in dataclasses.fields(config_cls) if hints[f.name] is bool and f.metadata.get("param")}
+    prepare.run(config)
 
-    def command(**values: Any) -> None:
-        for name in valued_bools:
-            values[name] = _parse_bool(name, values[name])
-        config = config_cls(**values)
-        importlib.import_module(f"hcl_cli.stages.{module}").run(config)
 
-    parameters = []
-    for f in dataclasses.fields(config_cls):
-        choices = ("true", "false") if f.name in valued_bools else f.metadata.get("choices")
-        kind = "Parameter" if f.metadata.get("param") else "Runtime"
-        option = typer.Option(
-            option_name(f.name),
-            help=f.metadata["help"],
-            metavar=("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else None,
-            rich_help_panel=f"{kind} options",
-        )
-        annotation = Annotated[str if f.name in valued_bools else hints[f.name], option]
-        default = str(f.default).lower() if f.name in valued_bools else f.default
-        parameters.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+def run_pretrain(config: PretrainConfig) -> None:
+    from hcl_cli.stages import pretrain
+
+    pretrain.run(config)
+
+
+def run_embed(config: EmbedConfig) -> None:
+    from hcl_cli.stages import embed
+
+    embed.run(config)
+
+
+def run_linear_eval(config: LinearConfig) -> None:
+    from hcl_cli.stages import linear_eval
+
+    linear_eval.run(config)
+
+
+def run_knn_eval(config: KnnConfig) -> None:
+    from hcl_cli.stages import knn_eval
+
+    knn_eval.run(config)
+
+
+def run_report(config: ReportConfig) -> None:
+    from hcl_cli.stages import report
+
+    report.run(config)
+
+
+STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
+    PrepareConfig: run_prepare,
+    PretrainConfig: run_pretrain,
+    EmbedConfig: run_embed,
+    LinearConfig: run_linear_eval,
+    KnnConfig: run_knn_eval,
+    ReportConfig: run_report,
+}
+
+PARAMS_HELP = "Read this stage's parameters from FILE (its group in a params.yaml; dvc.yaml passes params.yaml). Options given on the command line win."
+
+
+def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
+    """A Typer command whose options are ``config_cls``'s declared options; it runs the stage."""
+    options = config_cls.declared_options()
+    # A boolean *parameter* takes a value (``--clip true``), as params.yaml spells it.
+    valued_bools = {option.name for option in options if option.type is bool and not option.runtime}
+
+    def command(ctx: typer.Context, params: str | None = None, **given: Any) -> None:
+        explicit = {name: value for name, value in given.items() if ctx.get_parameter_source(name).name == "COMMANDLINE"}
+        for name in valued_bools & explicit.keys():
+            explicit[name] = parse_bool(option_name(name), explicit[name])
+        values = (stage_params(Path(params), config_cls) if params else {}) | explicit
+        STAGE_RUNNERS[config_cls](config_cls(**values))
+
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    parameters += [typer_parameter(option, valued=option.name in valued_bools) for option in options]
+    params_option = typer.Option("--params", metavar="FILE", help=PARAMS_HELP, rich_help_panel="Runtime options")
+    parameters.append(inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, params_option]))
     command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     command.__doc__ = config_cls.__doc__
     return command
 
 
-for _cls, _module, _name in (
-    (PrepareConfig, "prepare", "prepare"),
-    (PretrainConfig, "pretrain", "pretrain"),
-    (EmbedConfig, "embed", "embed"),
-    (LinearConfig, "linear_eval", "linear-eval"),
-    (KnnConfig, "knn_eval", "knn-eval"),
-    (ReportConfig, "report", "report"),
-):
-    app.command(_name, help=_cls.__doc__)(_stage_command(_cls, _module))
+def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
+    """``option`` as a keyword parameter of a Typer command."""
+    choices = ("true", "false") if valued else option.choices
+    metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else None
+    typer_option = typer.Option(option.flag, help=option.help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters")
+    annotation = Annotated[str if valued else option.type, typer_option]
+    default = str(option.default).lower() if valued else option.default
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+for _config_cls in STAGE_CONFIGS:
+    app.command(_config_cls.command, help=_config_cls.__doc__)(stage_command(_config_cls))
+
+
+@app.command("params")
+def params() -> None:
+    """Print the default params.yaml: every stage's group, each key at its declared default (`hcl params > params.yaml` restores it)."""
+    sys.stdout.write(default_params_yaml())
 
 
 @app.command("compare")
@@ -90,16 +130,9 @@ def compare(
     out: Annotated[str, typer.Option(help="Output prefix: writes OUT.md and OUT.csv.")] = "reports/compare",
 ) -> None:
     """Tabulate every DVC experiment (dvc exp show --json): sampler, beta, tau_plus against kNN and linear top-1."""
-    importlib.import_module("hcl_cli.stages.compare").run(out)
+    from hcl_cli.stages import compare as compare_stage
 
-
-def _parse_bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise UsageError(f"{option_name(name)} must be true or false (got {value!r})")
+    compare_stage.run(out)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,7 +143,6 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     prog = "hcl" + (f" {args[0]}" if args and not args[0].startswith("-") else "")
     try:
-        warn_unknown_params()
         code = command.main(args=args, prog_name="hcl", standalone_mode=False)
     except typer.Abort:
         _fail(prog, "aborted", 130, debug)

@@ -1,228 +1,216 @@
-"""Every stage's options in one place: name, type, default, help text and allowed values.
+"""Every stage's options, each declared once: name, type, default, help, allowed values, range.
 
-One dataclass per stage. Its *parameters* (``param(...)``) are exactly the keys of that stage's
-group in ``params.yaml``; its *runtime* options (``runtime(...)``: input and output paths, the
-device) are command-line only. ``hcl_cli.cli`` builds each subcommand's options from these
-fields, so the CLI, ``params.yaml`` and validation cannot drift apart.
+One class per stage. Its *parameters* (``param(...)``) are the keys of that stage's group in
+``params.yaml``; its *runtime* options (``runtime(...)``: input and output paths, the device) are
+command-line only. ``pretrain`` adds the loss and sampler options declared in
+:mod:`hcl_cli.objectives.registry`. ``hcl_cli.cli`` builds each subcommand from
+:meth:`StageConfig.declared_options`, ``hcl params`` writes the params.yaml groups from it, and
+the constructor validates every value against it, so none of them can drift apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hcl_cli.errors import UsageError
+from hcl_cli.objectives.registry import SAMPLERS, Sampler, sampler_options, users_label, users_of
+from hcl_cli.options import SEED_LIMIT, Option
 
-SAMPLERS = ("ucl", "debiased", "hucl", "scl", "hscl", "hscl-threshold", "ot", "undimix")
-SUPERVISED_SAMPLERS = ("scl", "hscl", "hscl-threshold")
 DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder")
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50")
 DEVICES = ("auto", "cpu", "cuda")
 FEATURES = ("backbone", "projection")
 
 
-def param(
-    default: Any,
-    help: str,
-    *,
-    choices: tuple[str, ...] | None = None,
-    min: float | None = None,
-    max: float | None = None,
-    min_exclusive: bool = False,
-    max_exclusive: bool = False,
-) -> Any:
-    """A tunable parameter: a key of the stage's group in params.yaml and a CLI option."""
-    meta = {"help": help, "choices": choices, "min": min, "max": max, "min_exclusive": min_exclusive, "max_exclusive": max_exclusive, "param": True}
-    return field(default=default, metadata=meta)
+def param(default: Any, help: str, **rules: Any) -> Any:
+    """A tunable parameter: a key of the stage's params.yaml group and a command-line option.
+
+    ``rules`` are :class:`~hcl_cli.options.Option`'s (``choices``, ``minimum``, ``maximum``, ...).
+    """
+    return field(default=default, metadata={"option": {"help": help, **rules}})
 
 
-def runtime(default: Any, help: str, *, choices: tuple[str, ...] | None = None) -> Any:
+def runtime(default: Any, help: str, **rules: Any) -> Any:
     """A command-line-only option: an input or output path, or where to run."""
-    return field(default=default, metadata={"help": help, "choices": choices, "param": False})
+    return field(default=default, metadata={"option": {"help": help, "runtime": True, **rules}})
 
 
-def option_name(name: str) -> str:
-    """The CLI spelling of a field: ``tau_plus`` -> ``--tau-plus``."""
-    return "--" + name.replace("_", "-")
-
-
-@dataclass
+@dataclass(init=False)
 class StageConfig:
-    """Shared validation: choices and numeric ranges from field metadata, then ``check()``."""
+    """A stage's validated options. ``Config(**values)`` checks every value; an unknown name or a
+    bad value is a one-line :class:`~hcl_cli.errors.UsageError`; omitted ones take their defaults."""
 
     group: ClassVar[str]
+    """The stage's params.yaml group."""
+    command: ClassVar[str]
+    """The stage's ``hcl`` subcommand and its dvc.yaml stage name."""
 
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            self._check_field(f, getattr(self, f.name))
+    def __init__(self, **values: Any) -> None:
+        declared = {option.name: option for option in self.declared_options()}
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            raise UsageError(f"hcl {self.command} has no option(s) {', '.join(unknown)}")
+        checked = {name: option.check(values.get(name, option.default)) for name, option in declared.items()}
+        own = {f.name for f in dataclasses.fields(self)}
+        for name in own & checked.keys():
+            setattr(self, name, checked[name])
+        self.keep_extra({name: value for name, value in checked.items() if name not in own})
         self.check()
+
+    @classmethod
+    def declared_options(cls) -> tuple[Option, ...]:
+        """Every option of the stage: its fields', then :meth:`extra_options`."""
+        fields = tuple(Option(f.name, f.default, **f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata)
+        return fields + cls.extra_options()
+
+    @classmethod
+    def extra_options(cls) -> tuple[Option, ...]:
+        """Options declared elsewhere that this stage also takes (none by default)."""
+        return ()
+
+    def keep_extra(self, values: dict[str, Any]) -> None:
+        """Store the checked values of :meth:`extra_options`."""
 
     def check(self) -> None:
         """Cross-field rules; subclasses override."""
 
     @classmethod
     def param_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.metadata.get("param")]
+        return [option.name for option in cls.declared_options() if not option.runtime]
 
     def params(self) -> dict[str, Any]:
         """The values of this stage's params.yaml group."""
         return {name: getattr(self, name) for name in self.param_names()}
 
-    @staticmethod
-    def _check_field(f: dataclasses.Field[Any], value: Any) -> None:
-        opt = option_name(f.name)
-        choices = f.metadata.get("choices")
-        if choices is not None and value not in choices:
-            raise UsageError(f"{opt} must be one of {', '.join(choices)} (got {value!r})")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UsageError(f"{opt} must be a finite number (got {value})")
-        low, high = f.metadata.get("min"), f.metadata.get("max")
-        if low is not None and (value < low or (f.metadata.get("min_exclusive") and value == low)):
-            bound = ">" if f.metadata.get("min_exclusive") else ">="
-            raise UsageError(f"{opt} must be {bound} {low} (got {value})")
-        if high is not None and (value > high or (f.metadata.get("max_exclusive") and value == high)):
-            bound = "<" if f.metadata.get("max_exclusive") else "<="
-            raise UsageError(f"{opt} must be {bound} {high} (got {value})")
 
-
-@dataclass
+@dataclass(init=False)
 class PrepareConfig(StageConfig):
     """Decode a dataset once into uint8 tensors, labels and a fixed split."""
 
     group: ClassVar[str] = "prepare"
+    command: ClassVar[str] = "prepare"
     dataset: str = param("digits", "Dataset: digits (bundled with scikit-learn, offline), cifar10, cifar100, stl10, or imagefolder (your own train/ and test/ class folders).", choices=DATASETS)
     path: str = param("data/raw", "Source folder: the download root for cifar10/cifar100/stl10, or the root holding train/ and test/ for imagefolder.")
-    image_size: int = param(0, "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).", min=0)
-    test_fraction: float = param(0.25, "Share of digits held out as the stratified test split (other datasets ship their own split).", min=0.0, max=1.0, min_exclusive=True, max_exclusive=True)
-    seed: int = param(0, "Seed of the train/test split.", min=0)
+    image_size: int = param(0, "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).", minimum=0, maximum=4096)
+    test_fraction: float = param(0.25, "Share of digits held out as the stratified test split (other datasets ship their own split).", minimum=0.0, maximum=1.0, min_exclusive=True, max_exclusive=True)
+    seed: int = param(0, "Seed of the train/test split.", minimum=0, maximum=SEED_LIMIT)
     out: str = runtime("data/prepared", "Output folder for train/test(/unlabeled).safetensors and card.json.")
 
 
-@dataclass
+@dataclass(init=False)
 class PretrainConfig(StageConfig):
     """Contrastive pretraining of an encoder with a chosen negative sampler."""
 
     group: ClassVar[str] = "pretrain"
-    sampler: str = param("hucl", "Negative sampler q(x-|x): ucl (SimCLR), debiased, hucl (HCL), scl, hscl, hscl-threshold (H-SCL), ot (HCL-OT), undimix.", choices=SAMPLERS)
-    temperature: float = param(0.5, "Softmax temperature t of the similarities s_ij = z_i.z_j / t.", min=0.0, min_exclusive=True)
-    beta: float = param(1.0, "Hardness concentration: negatives are tilted by exp(beta * s_ij) (hucl, hscl).", min=0.0)
-    tau_plus: float = param(0.1, "Class prior tau+ for debiasing (debiased, hucl, ot); 0 disables debiasing.", min=0.0, max=1.0, max_exclusive=True)
-    anneal: str = param("none", "Beta schedule: none, or down (beta steps through linspace(beta, 0, 9) over training).", choices=("none", "down"))
-    threshold_start: float = param(-0.3, "hscl-threshold: cosine threshold at the first epoch.", min=-1.0, max=1.0)
-    threshold_end: float = param(0.0, "hscl-threshold: cosine threshold at the last epoch.", min=-1.0, max=1.0)
-    ot_epsilon: float = param(0.5, "ot: entropic regularisation of the coupling.", min=0.0, min_exclusive=True)
-    ot_cost: str = param("sq", "ot: cost, sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
-    ot_kappa: float = param(2.0, "ot: offset kappa of the exp cost.")
-    ot_iterations: int = param(50, "ot: maximum Sinkhorn iterations (log domain; stops early at convergence).", min=1)
-    ot_loss: str = param("nce", "ot: nce (debiased InfoNCE with OT negatives) or bcl (the basic contrastive loss).", choices=("nce", "bcl"))
-    undimix_weights: str = param("1,1,1", "undimix: weights of similarity, uncertainty and diversity, comma-separated.")
-    clip: bool = param(False, "Scale the inner products used for negative weights into [-2, 2] (for unnormalised embeddings, HCL Fig. 14).")
+    command: ClassVar[str] = "pretrain"
+    sampler: str = param("hucl", "Negative sampler q(x-|x): " + ", ".join(f"{name} ({spec.paper})" for name, spec in SAMPLERS.items()) + ".", choices=tuple(SAMPLERS))
     arch: str = param("auto", "Encoder: small_cnn, resnet18, resnet50, or auto (small_cnn for images of 16 px or less, else resnet18).", choices=ARCHS)
-    projection_dim: int = param(128, "Output size of the projection head.", min=1)
-    epochs: int = param(60, "Training epochs.", min=1)
-    batch_size: int = param(256, "Images per batch (each gives two views).", min=2)
-    lr: float = param(1e-3, "Adam learning rate.", min=0.0, min_exclusive=True)
-    weight_decay: float = param(1e-6, "Adam weight decay.", min=0.0)
+    projection_dim: int = param(128, "Output size of the projection head.", minimum=1, maximum=65536)
+    epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
+    batch_size: int = param(256, "Images per batch (each gives two views).", minimum=2)
+    lr: float = param(1e-3, "Adam learning rate.", minimum=0.0, min_exclusive=True, maximum=10.0)
+    weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
     blur: bool = param(False, "Add Gaussian blur to the augmentations.")
-    seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", min=0)
-    eval_every: int = param(0, "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).", min=0)
-    checkpoint_every: int = param(0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", min=0)
+    seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
+    eval_every: int = param(0, "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).", minimum=0)
+    max_steps: int = param(0, "Stop after this many optimisation steps in total (0: no limit); the checkpoint, the log and the encoder are written as at the end of an epoch.", minimum=0)
+    checkpoint_every: int = param(0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0)
     compile: bool = param(False, "torch.compile the encoder (CUDA).")
     sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
     data: str = runtime("data/prepared", "Prepared dataset folder (from hcl prepare).")
     out: str = runtime("models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
-    live_dir: str = runtime("dvclive/pretrain", "dvclive folder for per-epoch metrics and plots.")
+    live_dir: str = runtime("dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out).")
     resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.")
     restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).")
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    """The loss and sampler options (temperature, beta, ...), checked, by name; declared in :mod:`hcl_cli.objectives.registry`."""
 
-    def loss_options(self) -> dict[str, Any]:
-        """The options of ``contrastive_loss`` that stay fixed over training."""
-        return {
-            "temperature": self.temperature,
-            "tau_plus": self.tau_plus,
-            "clip": self.clip,
-            "ot_epsilon": self.ot_epsilon,
-            "ot_cost": self.ot_cost,
-            "ot_kappa": self.ot_kappa,
-            "ot_iterations": self.ot_iterations,
-            "ot_loss": self.ot_loss,
-            "undimix_weights": self.undimix_weight_values(),
-        }
+    @classmethod
+    def extra_options(cls) -> tuple[Option, ...]:
+        """The loss and sampler options, with the samplers that read each named in the help."""
+        return tuple(dataclasses.replace(option, help=f"{option.help} {users_label(option.name)}") for option in sampler_options())
 
-    def sampler_state(self, epoch: int) -> dict[str, float]:
-        """beta and the hscl-threshold cosine threshold in ``epoch`` (0-based), following their schedules."""
-        from hcl_cli.objectives.schedules import beta_at, threshold_at  # lazy: keeps `hcl --help` free of torch
+    def keep_extra(self, values: dict[str, Any]) -> None:
+        self.sampler_options = values
 
-        return {
-            "beta": beta_at(self.beta, epoch, self.epochs, self.anneal),
-            "threshold": threshold_at(self.threshold_start, self.threshold_end, epoch, self.epochs),
-        }
+    def params(self) -> dict[str, Any]:
+        return {name: self.sampler_options[name] if name in self.sampler_options else getattr(self, name) for name in self.param_names()}
 
-    def check(self) -> None:
-        weights = self.undimix_weight_values()
-        if len(weights) != 3 or any(w < 0 for w in weights) or sum(weights) == 0:
-            raise UsageError(f"--undimix-weights must be three non-negative numbers, not all zero (got {self.undimix_weights!r})")
+    @property
+    def spec(self) -> Sampler:
+        """The registry entry of ``sampler``."""
+        return SAMPLERS[self.sampler]
 
-    def undimix_weight_values(self) -> list[float]:
-        try:
-            return [float(part) for part in self.undimix_weights.split(",")]
-        except ValueError:
-            raise UsageError(f"--undimix-weights must be three comma-separated numbers (got {self.undimix_weights!r})") from None
+    def used_params(self) -> dict[str, Any]:
+        """The parameters this run's sampler reads: the training ones, the loss's and the sampler's own."""
+        ignored = {name for name in self.sampler_options if self.sampler not in users_of(name)}
+        return {name: value for name, value in self.params().items() if name not in ignored}
+
+    def loss_options(self, epoch: int) -> dict[str, Any]:
+        """The keyword options of :func:`~hcl_cli.objectives.contrastive_loss` in ``epoch`` (0-based):
+        the options the sampler reads, with its scheduled values (beta, threshold) of that epoch."""
+        used = {name: value for name, value in self.sampler_options.items() if self.sampler in users_of(name)}
+        schedule = self.spec.schedule
+        return used | (schedule(self.sampler_options, epoch, self.epochs) if schedule else {})
 
 
-@dataclass
+@dataclass(init=False)
 class EmbedConfig(StageConfig):
     """Frozen-encoder features of the train and test splits."""
 
     group: ClassVar[str] = "embed"
-    batch_size: int = param(512, "Images per forward pass.", min=1)
+    command: ClassVar[str] = "embed"
+    batch_size: int = param(512, "Images per forward pass.", minimum=1)
     data: str = runtime("data/prepared", "Prepared dataset folder.")
     model: str = runtime("models/encoder.safetensors", "Encoder from hcl pretrain.")
     out: str = runtime("data/embeddings.safetensors", "Output embeddings file.")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
 
-@dataclass
+@dataclass(init=False)
 class LinearConfig(StageConfig):
     """Linear readout on frozen, standardised features."""
 
     group: ClassVar[str] = "linear"
+    command: ClassVar[str] = "linear-eval"
     feature: str = param("backbone", "Which embedding to read out: backbone or projection.", choices=FEATURES)
     optimizer: str = param("lbfgs", "Full-batch lbfgs, or adam.", choices=("lbfgs", "adam"))
-    epochs: int = param(100, "Iterations of L-BFGS, or epochs of Adam.", min=1)
-    lr: float = param(1.0, "Learning rate (L-BFGS step size, or Adam lr).", min=0.0, min_exclusive=True)
-    weight_decay: float = param(1e-3, "L2 penalty (weight_decay / 2) * ||W||^2 added to the mean cross-entropy.", min=0.0)
-    seed: int = param(0, "Seed of the classifier's initialisation.", min=0)
+    epochs: int = param(100, "Iterations of L-BFGS, or epochs of Adam.", minimum=1)
+    lr: float = param(1.0, "Learning rate (L-BFGS step size, or Adam lr).", minimum=0.0, min_exclusive=True, maximum=100.0)
+    weight_decay: float = param(1e-3, "L2 penalty (weight_decay / 2) * ||W||^2 added to the mean cross-entropy.", minimum=0.0, maximum=1000.0)
+    seed: int = param(0, "Seed of the classifier's initialisation.", minimum=0, maximum=SEED_LIMIT)
     embeddings: str = runtime("data/embeddings.safetensors", "Embeddings from hcl embed.")
     out: str = runtime("metrics/linear.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
 
-@dataclass
+@dataclass(init=False)
 class KnnConfig(StageConfig):
     """Weighted kNN on L2-normalised features, votes weighted exp(cos / T)."""
 
     group: ClassVar[str] = "knn"
-    k: int = param(200, "Neighbours that vote.", min=1)
-    temperature: float = param(0.5, "Vote weight exp(cos / T).", min=0.0, min_exclusive=True)
+    command: ClassVar[str] = "knn-eval"
+    k: int = param(200, "Neighbours that vote.", minimum=1)
+    temperature: float = param(0.5, "Vote weight exp(cos / T).", minimum=0.0, min_exclusive=True)
     feature: str = param("backbone", "Which embedding: backbone or projection.", choices=FEATURES)
-    chunk_size: int = param(1024, "Queries compared per chunk; with --bank-chunk-size it bounds the memory kNN needs beyond the embeddings.", min=1)
-    bank_chunk_size: int = param(32768, "Bank (train) embeddings compared per chunk; the similarity block is chunk-size x bank-chunk-size.", min=1)
+    chunk_size: int = param(1024, "Queries compared per chunk; with --bank-chunk-size it bounds the memory kNN needs beyond the embeddings.", minimum=1)
+    bank_chunk_size: int = param(32768, "Bank (train) embeddings compared per chunk; the similarity block is chunk-size x bank-chunk-size.", minimum=1)
     embeddings: str = runtime("data/embeddings.safetensors", "Embeddings from hcl embed.")
     out: str = runtime("metrics/knn.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
 
-@dataclass
+@dataclass(init=False)
 class ReportConfig(StageConfig):
     """reports/report.md with parameters, metrics and figures."""
 
     group: ClassVar[str] = "report"
+    command: ClassVar[str] = "report"
     title: str = param("hcl run", "Heading of the report.")
-    anchors: int = param(4, "Test anchors in the hardest-negatives figure.", min=0)
+    anchors: int = param(4, "Test anchors in the hardest-negatives figure.", minimum=0)
     params_file: str = runtime("params.yaml", "Parameters to tabulate.")
     metrics: str = runtime("metrics", "Folder of metrics JSON files.")
     plots: str = runtime("dvclive", "Folder of dvclive logs (curves).")

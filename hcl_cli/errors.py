@@ -13,3 +13,9 @@ class UsageError(HclError):
     """An invalid option or parameter value. Exit code 2, as for any command-line usage error."""
 
     exit_code = 2
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (or its type when empty), for one-line errors."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,43 +1,71 @@
-"""Checks of ``params.yaml`` against the stage configs: unknown groups or keys get a warning."""
+"""params.yaml: a stage's group read and checked, and the default file written from the declarations."""
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from hcl_cli.artifacts import first_line
-from hcl_cli.config import STAGE_CONFIGS
-from hcl_cli.errors import UsageError
+from hcl_cli.config import STAGE_CONFIGS, PretrainConfig, StageConfig
+from hcl_cli.errors import UsageError, first_line
+from hcl_cli.objectives.registry import users_label
+
+HEADER = """\
+# Parameters of the pipeline, one group per stage. Each dvc.yaml stage runs
+# `hcl <stage> --params params.yaml`, which reads its own group; `hcl <stage> --help` explains
+# every key. Written by `hcl params` from the options' declarations (hcl_cli/config.py and
+# hcl_cli/objectives/registry.py): `hcl params > params.yaml` restores these defaults.
+"""
 
 
-def unknown_params(params: dict[str, object]) -> list[str]:
-    """Dotted names in ``params`` that no stage reads."""
-    known = {cls.group: set(cls.param_names()) for cls in STAGE_CONFIGS}
-    unknown = []
-    for group, values in params.items():
-        if group not in known:
-            unknown.append(str(group))
-        elif isinstance(values, dict):
-            unknown += [f"{group}.{key}" for key in values if key not in known[group]]
-    return unknown
-
-
-def load_params(path: str | Path) -> dict[str, object]:
-    """Read params.yaml, turning a malformed file into a one-line error."""
+def load_params(path: str | Path) -> dict[str, Any]:
+    """Read a params.yaml, turning a missing, unreadable or malformed file into a one-line usage error."""
     try:
         params = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UsageError(f"cannot read {path}: {first_line(exc)}") from exc
     if not isinstance(params, dict):
         raise UsageError(f"{path} must be a mapping of stage groups")
     return params
 
 
-def warn_unknown_params(path: str | Path = "params.yaml") -> None:
-    """Warn, naming each key, when the params.yaml in the working folder has keys no stage reads."""
-    if not Path(path).is_file():
-        return
-    for name in unknown_params(load_params(path)):
-        print(f"hcl: warning: {path}: unknown key {name!r} is not read by any stage", file=sys.stderr)
+def stage_params(path: Path, config_cls: type[StageConfig]) -> dict[str, Any]:
+    """The ``config_cls.group`` group of the params file ``path``: its values, each checked.
+
+    A key the stage does not know is a usage error (with the nearest known name); a group that no
+    stage reads gets a warning, since other tools may keep their parameters in the same file.
+    """
+    params = load_params(path)
+    for group in params:
+        if group not in {cls.group for cls in STAGE_CONFIGS}:
+            print(f"hcl: warning: {path}: group {group!r} is not read by any stage", file=sys.stderr)
+    group = params.get(config_cls.group) or {}
+    if not isinstance(group, dict):
+        raise UsageError(f"{path}: {config_cls.group} must be a mapping of parameters")
+    options = {option.name: option for option in config_cls.declared_options() if not option.runtime}
+    for key in group:
+        if key not in options:
+            close = difflib.get_close_matches(str(key), list(options), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"{path}: {config_cls.group}.{key} is not a parameter of hcl {config_cls.command}{hint}")
+    return {key: options[key].check(value, where=f"{path}: {config_cls.group}.{key}") for key, value in group.items()}
+
+
+def default_params_yaml() -> str:
+    """The default params.yaml: every group and key at its declared default, with a short comment."""
+    lines = [HEADER]
+    for config_cls in STAGE_CONFIGS:
+        lines.append(f"{config_cls.group}:")
+        for option in config_cls.declared_options():
+            if option.runtime:
+                continue
+            value = yaml.safe_dump({option.name: option.default}, default_flow_style=True, width=1000).strip()[1:-1]
+            comment = " | ".join(option.choices) if option.choices else ""
+            if config_cls is PretrainConfig and option.name in PretrainConfig().sampler_options:
+                comment = " ".join(filter(None, [comment, users_label(option.name)]))
+            lines.append(f"  {value:<30}{'# ' + comment if comment else ''}".rstrip())
+        lines.append("")
+    return "\n".join(lines)

@@ -28,7 +28,8 @@ import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
 from hcl_cli.training.signals import TrainingInterrupted
-from hcl_cli.config import PretrainConfig, option_name
+from hcl_cli.config import PretrainConfig
+from hcl_cli.training import step
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"epochs": 3, "batch_size": 16, "checkpoint_every": 3, "sampler": "hucl", "device": "cpu"}
@@ -60,11 +61,24 @@ def uninterrupted(digits: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     return encoder_tensors(run)
 
 
+def command_line(config: PretrainConfig) -> list[str]:
+    """``config`` as the options of ``hcl pretrain`` (valued booleans as ``true``/``false``, runtime flags when set)."""
+    values = {**config.params(), **{option.name: getattr(config, option.name) for option in config.declared_options() if option.runtime}}
+    options = []
+    for option in config.declared_options():
+        value = values[option.name]
+        if option.runtime and isinstance(value, bool):
+            options += [option.flag] if value else []
+        else:
+            options.append(f"{option.flag}={str(value).lower() if isinstance(value, bool) else value}")
+    return options
+
+
 def start_pretrain(config: PretrainConfig, cwd: Path) -> subprocess.Popen[str]:
-    """``python -m hcl_cli pretrain`` with ``config``'s options (its flags are all off), as a user would start it."""
-    options = [f"{option_name(name)}={value}" for name, value in vars(config).items() if not isinstance(value, bool)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "hcl_cli", "pretrain", *options], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """``python -m hcl_cli pretrain`` with ``config``'s options, as a user would start it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "hcl_cli", "pretrain", *command_line(config)]
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_checkpoint(store: CheckpointStore, process: subprocess.Popen[str], reached: TrainingPosition) -> None:
@@ -133,7 +147,7 @@ def test_more_epochs_continue_a_finished_run_bitwise(digits: Path, uninterrupted
 
 def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C during the second step: the step completes, a checkpoint is saved there, exit code 130."""
-    real_loss, calls = pretrain.contrastive_loss, []
+    real_loss, calls = step.contrastive_loss, []
 
     def interrupting_loss(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -141,7 +155,7 @@ def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(digits: Path, tmp_p
             signal.raise_signal(signal.SIGINT)
         return real_loss(*args, **kwargs)
 
-    monkeypatch.setattr(pretrain, "contrastive_loss", interrupting_loss)
+    monkeypatch.setattr(step, "contrastive_loss", interrupting_loss)
     handler_before = signal.getsignal(signal.SIGINT)  # SIG_IGN when the suite runs in the background
     with pytest.raises(TrainingInterrupted, match=r"stopped by SIGINT \(epoch 1, step 2\); checkpoint saved to .*epoch-0000-step-000002\.safetensors") as error:
         pretrain.run(config_for(digits, tmp_path, checkpoint_every=0))
@@ -201,3 +215,46 @@ def test_kills_in_the_middle_of_a_save_leave_the_previous_checkpoint_intact(tmp_
     assert load_newest(folder) == newest + 1
     stem = TrainingPosition(newest + 1, 0).name
     assert sorted(p.name for p in folder.iterdir()) == [f"{stem}.json", f"{stem}.safetensors", "latest.json"]
+
+
+def writes_in_progress(run: Path) -> list[Path]:
+    """Hidden files of a write in progress (or left by a killed one) in the run's output folders."""
+    folders = (run / "models", run / "models" / "checkpoints", run / "dvclive", run / "dvclive" / "plots" / "metrics")
+    return [path for folder in folders if folder.is_dir() for path in folder.iterdir() if path.name.startswith(".") and path.name != ".hcl.lock"]
+
+
+def test_pretrain_killed_anywhere_twenty_times_resumes_to_the_uninterrupted_run_and_log(digits: Path, tmp_path: Path) -> None:
+    """SIGKILL ``hcl pretrain`` 20 times, every other time the moment a checkpoint or log write is under
+    way, resuming after each: every resume works, the encoder equals an uninterrupted run's bit for
+    bit, and the log holds exactly one row per epoch."""
+    run_settings = {"epochs": 12, "checkpoint_every": 1}
+    reference = tmp_path / "reference"
+    pretrain.run(config_for(digits, reference, **run_settings))
+    config = config_for(digits, tmp_path / "killed", resume=True, **run_settings)
+    randomness = random.Random(0)
+    kills, kills_in_writes = 0, 0
+    while kills < KILLS:
+        process = start_pretrain(config, tmp_path)
+        assert process.stdout is not None
+        started = process.stdout.readline()
+        assert started.startswith("hcl pretrain: hucl on cpu"), f"pretrain did not start: {started}{process.communicate()[1]}"
+        if kills % 2:
+            deadline = time.monotonic() + 30
+            while not writes_in_progress(tmp_path / "killed") and process.poll() is None and time.monotonic() < deadline:
+                pass
+            kills_in_writes += bool(writes_in_progress(tmp_path / "killed"))
+        else:
+            time.sleep(randomness.uniform(0.0, 0.4))
+        process.send_signal(signal.SIGKILL)
+        _, stderr = process.communicate()
+        assert process.returncode in (-signal.SIGKILL, 0), stderr
+        assert process.returncode == -signal.SIGKILL, f"the run finished after {kills} kills: make it longer"
+        kills += 1
+
+    pretrain.run(config)
+    assert kills_in_writes >= KILLS // 4, f"only {kills_in_writes} kills landed inside a write"
+    assert_bitwise_equal(encoder_tensors(tmp_path / "killed"), encoder_tensors(reference))
+    for run in (reference, tmp_path / "killed"):
+        rows = (run / "dvclive" / "plots" / "metrics" / "loss.tsv").read_text().splitlines()
+        assert [row.split("\t")[0] for row in rows] == ["step", *map(str, range(12))]
+    assert (tmp_path / "killed" / "dvclive" / "plots" / "metrics" / "loss.tsv").read_text() == (reference / "dvclive" / "plots" / "metrics" / "loss.tsv").read_text()

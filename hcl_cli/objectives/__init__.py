@@ -1,6 +1,6 @@
 """Contrastive objectives with the negative samplers of HCL, H-SCL, HCL-OT and UnDiMix.
 
-The samplers differ only in the negative distribution q(x-|x) (issue 3):
+The samplers differ only in the negative distribution q(x-|x):
 
 ========================  ===========================================================  ==============
 ``ucl``                   SimCLR NT-Xent, uniform negatives                            ``simclr.py``
@@ -11,26 +11,33 @@ The samplers differ only in the negative distribution q(x-|x) (issue 3):
 ``undimix``               UnDiMix: similarity + uncertainty + diversity scores         ``undimix.py``
 ========================  ===========================================================  ==============
 
-Each sampler is one function ``(PairBatch, SamplerOptions) -> NegativeWeights`` registered in
-:data:`SAMPLERS`; :func:`~hcl_cli.objectives.core.contrastive_objective` is the one loss they all
-share. Schedules over training: :func:`beta_at` (HCL annealing) and :func:`threshold_at` (H-SCL(tau)).
+Each sampler is one function ``(PairBatch, SamplerOptions) -> NegativeWeights`` and one entry of
+:data:`~hcl_cli.objectives.registry.SAMPLERS`; :func:`~hcl_cli.objectives.core.contrastive_objective`
+is the one loss they all share. The public functions below are imported on first use, so that
+importing the registry (as ``hcl --help`` does) does not import torch.
 """
 
-from hcl_cli.objectives.core import LossStats
-from hcl_cli.objectives.loss import check_sampler_inputs, contrastive_loss, negative_weights
-from hcl_cli.objectives.options import SamplerOptions
-from hcl_cli.objectives.registry import SAMPLERS, SUPERVISED, Sampler
-from hcl_cli.objectives.schedules import beta_at, threshold_at
+from __future__ import annotations
 
-__all__ = [
-    "SAMPLERS",
-    "SUPERVISED",
-    "LossStats",
-    "Sampler",
-    "SamplerOptions",
-    "beta_at",
-    "check_sampler_inputs",
-    "contrastive_loss",
-    "negative_weights",
-    "threshold_at",
-]
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "contrastive_loss": "hcl_cli.objectives.loss",
+    "negative_weights": "hcl_cli.objectives.loss",
+    "check_sampler_inputs": "hcl_cli.objectives.loss",
+    "LossStats": "hcl_cli.objectives.core",
+    "SamplerOptions": "hcl_cli.objectives.options",
+    "SAMPLERS": "hcl_cli.objectives.registry",
+    "Sampler": "hcl_cli.objectives.registry",
+    "beta_at": "hcl_cli.objectives.schedules",
+    "threshold_at": "hcl_cli.objectives.schedules",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'hcl_cli.objectives' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

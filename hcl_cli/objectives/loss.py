@@ -12,38 +12,31 @@ from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import LossStats, PairBatch, contrastive_objective, negative_distribution
-from hcl_cli.objectives.options import SamplerOptions, sampler_options
-from hcl_cli.objectives.registry import SAMPLERS, SUPERVISED, Sampler
+from hcl_cli.objectives.options import SamplerOptions
+from hcl_cli.objectives.registry import SAMPLERS, Sampler, lookup
 
 
-def lookup(sampler: str) -> Sampler:
-    """The registered sampler called ``sampler``, or a one-line usage error."""
-    if sampler not in SAMPLERS:
-        raise UsageError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
-    return SAMPLERS[sampler]
-
-
-def check_sampler_inputs(sampler: str, *, labelled: bool, temperature: float = 0.5, beta: float = 1.0, tau_plus: float = 0.0, **options: Any) -> None:
+def check_sampler_inputs(sampler: str, *, labelled: bool, **options: Any) -> None:
     """Raise a one-line :class:`~hcl_cli.errors.UsageError` before training if ``sampler`` cannot run.
 
     ``labelled`` says whether every training image has a label; the keywords are those of
     :func:`contrastive_loss` (tau+ in [0, 1), ``ot_epsilon > 0``, three ``undimix_weights``, ...).
     """
     spec = lookup(sampler)
-    sampler_options(temperature, beta, tau_plus, options)
+    SamplerOptions.resolve(spec, options)
     if spec.supervised and not labelled:
-        unsupervised = ", ".join(name for name in SAMPLERS if name not in SUPERVISED)
+        unsupervised = ", ".join(name for name, other in SAMPLERS.items() if not other.supervised)
         raise UsageError(f"--sampler {sampler} needs labels, but the training images are unlabelled (use one of {unsupervised})")
 
 
 @overload
 def contrastive_loss(
-    z1: Tensor, z2: Tensor, labels: Tensor | None = ..., *, sampler: str, temperature: float = ..., beta: float = ..., tau_plus: float = ...,
+    z1: Tensor, z2: Tensor, labels: Tensor | None = ..., *, sampler: str,
     anchor_mask: Tensor | None = ..., return_stats: Literal[False] = ..., **options: Any,
 ) -> Tensor: ...
 @overload
 def contrastive_loss(
-    z1: Tensor, z2: Tensor, labels: Tensor | None = ..., *, sampler: str, temperature: float = ..., beta: float = ..., tau_plus: float = ...,
+    z1: Tensor, z2: Tensor, labels: Tensor | None = ..., *, sampler: str,
     anchor_mask: Tensor | None = ..., return_stats: Literal[True], **options: Any,
 ) -> tuple[Tensor, LossStats]: ...
 def contrastive_loss(
@@ -52,9 +45,6 @@ def contrastive_loss(
     labels: Tensor | None = None,
     *,
     sampler: str,
-    temperature: float = 0.5,
-    beta: float = 1.0,
-    tau_plus: float = 0.0,
     anchor_mask: Tensor | None = None,
     return_stats: bool = False,
     **options: Any,
@@ -63,7 +53,9 @@ def contrastive_loss(
 
     ``z1``, ``z2``: (B, d) projections of the two views (normalised here). ``labels``: (B,), needed
     by the supervised samplers (scl, hscl, hscl-threshold) and ignored by the others. ``options``
-    are the other :class:`~hcl_cli.objectives.options.SamplerOptions` fields. The arithmetic runs
+    are the options declared in :mod:`~hcl_cli.objectives.registry` (``temperature``, ``beta``,
+    ``tau_plus``, ...; each sampler reads its own, the others are checked and ignored), with the
+    declared defaults, plus ``head_inputs`` for undimix. The arithmetic runs
     in float32 (float64 for float64 inputs) with autocast disabled, in the log domain.
 
     ``anchor_mask`` (2B,) bool, for data-parallel training: the sum of the selected anchors'
@@ -72,18 +64,18 @@ def contrastive_loss(
     :class:`~hcl_cli.objectives.core.LossStats` (e.g. how many anchors had no different-label
     negative and were left out, for the supervised samplers).
     """
-    spec, batch, sampler_config = prepare(z1, z2, labels, sampler, temperature, beta, tau_plus, options)
+    spec, batch, sampler_config = prepare(z1, z2, labels, sampler, options)
     if anchor_mask is not None and (anchor_mask.shape != (2 * batch.batch_size,) or anchor_mask.dtype != torch.bool):
         raise UsageError(f"anchor_mask must be a bool tensor of shape ({2 * batch.batch_size},), one entry per row of [z1; z2] (got {anchor_mask.dtype} {tuple(anchor_mask.shape)})")
     with full_precision(z1.device):
-        negatives = spec.negatives(batch, sampler_config)
-        loss, stats = contrastive_objective(batch, negatives, supervised=spec.supervised, tau_plus=tau_plus, anchor_mask=anchor_mask)
+        negatives = spec.load()(batch, sampler_config)
+        loss, stats = contrastive_objective(batch, negatives, supervised=spec.supervised, tau_plus=sampler_config.tau_plus, anchor_mask=anchor_mask)
     return (loss, stats) if return_stats else loss
 
 
 @torch.no_grad()
 def negative_weights(
-    z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, sampler: str, temperature: float = 0.5, beta: float = 1.0, tau_plus: float = 0.0, **options: Any
+    z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, sampler: str, **options: Any
 ) -> Tensor:
     """q(j|i), (2B, 2B): the negative distribution each anchor of ``[z1; z2]`` uses under ``sampler``.
 
@@ -91,17 +83,17 @@ def negative_weights(
     supervised samplers, same-label samples. For debiased/hucl/ot this is the (tilted) sampling
     distribution before the tau+ correction. Same arguments and sampler code as :func:`contrastive_loss`.
     """
-    spec, batch, sampler_config = prepare(z1, z2, labels, sampler, temperature, beta, tau_plus, options)
+    spec, batch, sampler_config = prepare(z1, z2, labels, sampler, options)
     with full_precision(z1.device):
-        return negative_distribution(spec.negatives(batch, sampler_config))
+        return negative_distribution(spec.load()(batch, sampler_config))
 
 
 def prepare(
-    z1: Tensor, z2: Tensor, labels: Tensor | None, sampler: str, temperature: float, beta: float, tau_plus: float, options: dict[str, Any]
+    z1: Tensor, z2: Tensor, labels: Tensor | None, sampler: str, options: dict[str, Any]
 ) -> tuple[Sampler, PairBatch, SamplerOptions]:
     """Validate the inputs and build the sampler, the :class:`PairBatch` and the options."""
     spec = lookup(sampler)
-    sampler_config = sampler_options(temperature, beta, tau_plus, options)
+    sampler_config = SamplerOptions.resolve(spec, options)
     if z1.ndim != 2 or z1.shape != z2.shape or z1.shape[0] < 2:
         raise UsageError(f"z1 and z2 must both be (B, d) with B >= 2 (got {tuple(z1.shape)} and {tuple(z2.shape)})")
     if spec.supervised and labels is None:
@@ -109,7 +101,7 @@ def prepare(
     if spec.supervised and labels is not None and labels.shape != (z1.shape[0],):
         raise UsageError(f"labels must have shape ({z1.shape[0]},) (got {tuple(labels.shape)})")
     with full_precision(z1.device):
-        batch = PairBatch(z1, z2, labels if spec.supervised else None, temperature)
+        batch = PairBatch(z1, z2, labels if spec.supervised else None, sampler_config.temperature)
     return spec, batch, sampler_config
 
 

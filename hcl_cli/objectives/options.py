@@ -1,73 +1,65 @@
-"""The options every sampler reads, validated once, with one-line usage errors."""
+"""The values a sampler reads, checked against the registry's declarations."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
-
-from torch import Tensor
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import Objective
-
-OT_COSTS = ("sq", "exp")
-OT_LOSSES = ("nce", "bcl")
+from hcl_cli.objectives.registry import SAMPLERS, Sampler, sampler_options
+from hcl_cli.options import option_name
 
 
-@dataclass(frozen=True)
-class SamplerOptions:
-    """The keyword options of :func:`~hcl_cli.objectives.contrastive_loss`.
+class SamplerOptions(Mapping[str, Any]):
+    """The options of one loss evaluation, by attribute (``options.beta``) or by key.
 
-    Each sampler reads only its own: ``beta`` and ``clip`` (hucl, hscl), ``tau_plus`` (debiased,
-    hucl, ot), ``threshold`` (hscl-threshold: the current cosine threshold, see
-    :func:`~hcl_cli.objectives.threshold_at`), ``ot_*`` (ot), ``undimix_weights`` (similarity,
-    uncertainty, diversity) and ``head_inputs`` (undimix: ``(h1, h2)``, the two views' inputs of
-    the projection head's last linear layer, from ``ContrastiveModel.forward``).
+    Built by :meth:`resolve`: every declared option (:func:`~hcl_cli.objectives.registry.sampler_options`)
+    with its declared default unless given, checked, and parsed (``undimix_weights`` becomes three
+    floats); then the sampler's scheduled values at the first epoch unless given
+    (``threshold`` of hscl-threshold); then ``head_inputs`` (undimix: the two views' inputs of
+    the projection head's last layer).
     """
 
-    temperature: float = 0.5
-    beta: float = 1.0
-    tau_plus: float = 0.0
-    threshold: float | None = None
-    ot_epsilon: float = 0.5
-    ot_cost: Literal["sq", "exp"] = "sq"
-    ot_kappa: float = 2.0
-    ot_iterations: int = 50
-    ot_loss: Objective = "nce"
-    undimix_weights: Sequence[float] = (1.0, 1.0, 1.0)
-    head_inputs: tuple[Tensor, Tensor] | None = None
-    clip: bool = False
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
 
-    def __post_init__(self) -> None:
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise UsageError(f"--temperature must be a positive number (got {self.temperature})")
-        if not (self.beta >= 0 and math.isfinite(self.beta)):
-            raise UsageError(f"--beta must be a non-negative number (got {self.beta})")
-        if not 0 <= self.tau_plus < 1:
-            raise UsageError(f"--tau-plus must be in [0, 1) (got {self.tau_plus})")
-        if self.threshold is not None and not -1 <= self.threshold <= 1:
-            raise UsageError(f"the hscl-threshold cosine threshold must be in [-1, 1] (got {self.threshold})")
-        if not (self.ot_epsilon > 0 and math.isfinite(self.ot_epsilon)):
-            raise UsageError(f"--ot-epsilon must be > 0 (got {self.ot_epsilon})")
-        if self.ot_cost not in OT_COSTS:
-            raise UsageError(f"--ot-cost must be one of {', '.join(OT_COSTS)} (got {self.ot_cost!r})")
-        if not math.isfinite(self.ot_kappa):
-            raise UsageError(f"--ot-kappa must be a finite number (got {self.ot_kappa})")
-        if self.ot_iterations < 1:
-            raise UsageError(f"--ot-iterations must be >= 1 (got {self.ot_iterations})")
-        if self.ot_loss not in OT_LOSSES:
-            raise UsageError(f"--ot-loss must be one of {', '.join(OT_LOSSES)} (got {self.ot_loss!r})")
-        weights = self.undimix_weights
-        numbers = not isinstance(weights, str) and all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in weights)
-        if not numbers or len(weights) != 3 or sum(weights) == 0:
-            raise UsageError(f"--undimix-weights must be three non-negative numbers (similarity, uncertainty, diversity), not all zero (got {self.undimix_weights!r})")
+    @classmethod
+    def resolve(cls, sampler: Sampler, given: Mapping[str, Any]) -> SamplerOptions:
+        """The options for ``sampler`` from the keyword arguments ``given``; an unknown name is a usage error."""
+        declared = {option.name: option for option in sampler_options()}
+        scheduled = scheduled_names()
+        unknown = sorted(set(given) - declared.keys() - scheduled - {"head_inputs"})
+        if unknown:
+            raise UsageError(f"unknown sampler option(s): {', '.join(unknown)} (known: {', '.join(declared)})")
+        raw = {name: option.check(given.get(name, option.default), where=option_name(name)) for name, option in declared.items()}
+        values: dict[str, Any] = {name: declared[name].value(value) for name, value in raw.items()}
+        if sampler.schedule is not None:
+            values |= {name: value for name, value in sampler.schedule(raw, 0, 1).items() if name not in given}
+        values |= {name: given[name] for name in scheduled - declared.keys() if name in given}
+        values["head_inputs"] = given.get("head_inputs")
+        return cls(values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
-def sampler_options(temperature: float, beta: float, tau_plus: float, options: dict[str, object]) -> SamplerOptions:
-    """Build :class:`SamplerOptions`, turning an unknown keyword into a one-line usage error."""
-    unknown = sorted(set(options) - set(SamplerOptions.__dataclass_fields__))
-    if unknown:
-        raise UsageError(f"unknown sampler option(s): {', '.join(unknown)}")
-    return SamplerOptions(temperature=temperature, beta=beta, tau_plus=tau_plus, **options)  # type: ignore[arg-type]
+def defaults() -> dict[str, Any]:
+    """Every declared option at its default (raw, as params.yaml holds it)."""
+    return {option.name: option.default for option in sampler_options()}
+
+
+def scheduled_names() -> set[str]:
+    """The values the samplers' schedules set (``beta``, ``threshold``): a direct call of the loss may give them."""
+    return {name for spec in SAMPLERS.values() if spec.schedule for name in spec.schedule(defaults(), 0, 1)}

@@ -1,40 +1,144 @@
-"""The registry of negative samplers: a new sampler is one function and one entry here."""
+"""The negative samplers and the options they read, each declared once.
+
+A sampler is one function ``(PairBatch, SamplerOptions) -> NegativeWeights`` in its own module
+and one :class:`Sampler` entry in :data:`SAMPLERS`. The entry names the function as an entry
+point, ``"module:function"``, loaded on first use, so that ``hcl --help`` never imports torch.
+It also says what the sampler needs (labels, the projection head's inputs), which options it
+reads, and how they change over training (its ``schedule``). ``hcl pretrain``'s command-line
+options, the ``pretrain`` group of params.yaml, validation, help text, the defaults of
+:func:`~hcl_cli.objectives.contrastive_loss` and the README's option table all derive from here.
+
+This module imports nothing heavy: the CLI reads it to build ``--help``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from hcl_cli.objectives.core import NegativeWeights, PairBatch
-from hcl_cli.objectives.hcl import debiased, hucl
-from hcl_cli.objectives.hscl import hscl, hscl_threshold, scl
-from hcl_cli.objectives.options import SamplerOptions
-from hcl_cli.objectives.ot import ot
-from hcl_cli.objectives.simclr import ucl
-from hcl_cli.objectives.undimix import undimix
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives.schedules import ANNEALS, beta_at, threshold_at
+from hcl_cli.options import Option
 
-NegativeSampler = Callable[[PairBatch, SamplerOptions], NegativeWeights]
+
+def undimix_weight_values(text: str | tuple[float, ...] | list[float]) -> tuple[float, float, float]:
+    """``"1,1,1"`` (or a sequence of three numbers) as three non-negative floats, not all zero."""
+    try:
+        values = tuple(float(part) for part in (text.split(",") if isinstance(text, str) else text))
+    except (TypeError, ValueError):
+        raise ValueError("must be three comma-separated numbers (similarity, uncertainty, diversity)") from None
+    if len(values) != 3 or any(not value >= 0 or value == float("inf") for value in values) or sum(values) == 0:
+        raise ValueError("must be three non-negative numbers (similarity, uncertainty, diversity), not all zero")
+    return values  # type: ignore[return-value]
+
+
+TEMPERATURE = Option("temperature", 0.5, "Softmax temperature t of the similarities s_ij = z_i.z_j / t.", minimum=0.0, min_exclusive=True)
+BETA = Option("beta", 1.0, "Hardness concentration: negatives are tilted by exp(beta * s_ij).", minimum=0.0)
+ANNEAL = Option("anneal", "none", "Beta schedule: none, or down (beta steps through linspace(beta, 0, 9) over training).", choices=ANNEALS)
+TAU_PLUS = Option("tau_plus", 0.1, "Class prior tau+ of the debiasing (0 disables it).", minimum=0.0, maximum=1.0, max_exclusive=True)
+CLIP = Option("clip", False, "Scale the inner products used for the negative weights into [-2, 2] (HCL Fig. 14, for unnormalised embeddings).")
+THRESHOLD_START = Option("threshold_start", -0.3, "Cosine threshold l at the first epoch (H-SCL Eq. 4).", minimum=-1.0, maximum=1.0)
+THRESHOLD_END = Option("threshold_end", 0.0, "Cosine threshold l at the last epoch.", minimum=-1.0, maximum=1.0)
+OT_EPSILON = Option("ot_epsilon", 0.5, "Entropic regularisation of the coupling.", minimum=0.0, min_exclusive=True)
+OT_COST = Option("ot_cost", "sq", "Ground cost: sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
+OT_KAPPA = Option("ot_kappa", 2.0, "Offset kappa of the exp cost.", minimum=-1e3, maximum=1e3)
+OT_ITERATIONS = Option("ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000)
+OT_LOSS = Option("ot_loss", "nce", "nce (debiased InfoNCE with OT negatives) or bcl (the basic contrastive loss, HCL-OT Eq. 9).", choices=("nce", "bcl"))
+UNDIMIX_WEIGHTS = Option(
+    "undimix_weights", "1,1,1", "Weights of similarity, uncertainty and diversity, comma-separated.", parse=undimix_weight_values
+)
+
+Schedule = Callable[[Mapping[str, Any], int, int], dict[str, Any]]
+"""``(options, epoch, epochs) -> values``: the options a sampler reads in ``epoch`` (0-based)."""
+
+
+def annealed_beta(options: Mapping[str, Any], epoch: int, epochs: int) -> dict[str, Any]:
+    """``beta`` in ``epoch`` under the ``anneal`` schedule (HCL App. D.1)."""
+    return {"beta": beta_at(options["beta"], epoch, epochs, options["anneal"])}
+
+
+def linear_threshold(options: Mapping[str, Any], epoch: int, epochs: int) -> dict[str, Any]:
+    """``threshold``, the cosine threshold of ``epoch``, linear from ``threshold_start`` to ``threshold_end`` (H-SCL Eq. 4)."""
+    return {"threshold": threshold_at(options["threshold_start"], options["threshold_end"], epoch, epochs)}
 
 
 @dataclass(frozen=True)
 class Sampler:
-    """A negative distribution q(x-|x) and whether it needs labels (then positives share the label too)."""
+    """A negative distribution q(x-|x): its function, its paper, what it needs and the options it reads.
 
-    negatives: NegativeSampler
+    ``supervised``: it needs labels, and every same-label sample is a positive. ``head_inputs``:
+    it needs the inputs of the projection head's last layer (``options.head_inputs``).
+    ``schedule`` gives the values that change over training; the training loop calls it each
+    epoch, and a direct call of the loss uses its values at the first epoch unless given.
+    """
+
+    weights: str
+    """The function, as ``"module:function"``."""
+    paper: str
+    options: tuple[Option, ...] = ()
     supervised: bool = False
+    head_inputs: bool = False
+    schedule: Schedule | None = None
+
+    def load(self) -> Callable[..., Any]:
+        """The sampler's function (imports its module, and torch, on first use)."""
+        module, _, function = self.weights.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(option.name for option in self.options)
 
 
 SAMPLERS: dict[str, Sampler] = {
-    "ucl": Sampler(ucl),
-    "debiased": Sampler(debiased),
-    "hucl": Sampler(hucl),
-    "scl": Sampler(scl, supervised=True),
-    "hscl": Sampler(hscl, supervised=True),
-    "hscl-threshold": Sampler(hscl_threshold, supervised=True),
-    "ot": Sampler(ot),
-    "undimix": Sampler(undimix),
+    "ucl": Sampler("hcl_cli.objectives.simclr:ucl", "SimCLR, Chen et al. 2020"),
+    "debiased": Sampler("hcl_cli.objectives.hcl:debiased", "Chuang et al. 2020", (TAU_PLUS,)),
+    "hucl": Sampler("hcl_cli.objectives.hcl:hucl", "HCL, Robinson et al. 2021", (BETA, ANNEAL, TAU_PLUS, CLIP), schedule=annealed_beta),
+    "scl": Sampler("hcl_cli.objectives.hscl:scl", "H-SCL, Jiang et al.", supervised=True),
+    "hscl": Sampler("hcl_cli.objectives.hscl:hscl", "H-SCL, Jiang et al.", (BETA, ANNEAL, CLIP), supervised=True, schedule=annealed_beta),
+    "hscl-threshold": Sampler(
+        "hcl_cli.objectives.hscl:hscl_threshold", "H-SCL, Jiang et al.", (THRESHOLD_START, THRESHOLD_END), supervised=True, schedule=linear_threshold
+    ),
+    "ot": Sampler("hcl_cli.objectives.ot:ot", "HCL-OT, Jiang et al.", (TAU_PLUS, OT_EPSILON, OT_COST, OT_KAPPA, OT_ITERATIONS, OT_LOSS)),
+    "undimix": Sampler("hcl_cli.objectives.undimix:undimix", "UnDiMix, Tabassum et al.", (UNDIMIX_WEIGHTS,), head_inputs=True),
 }
-"""Every sampler by its ``--sampler`` name, in the order of ``hcl_cli.config.SAMPLERS``."""
+"""Every sampler by its ``--sampler`` name."""
 
-SUPERVISED: frozenset[str] = frozenset(name for name, sampler in SAMPLERS.items() if sampler.supervised)
-"""The samplers that need labels."""
+LOSS_OPTIONS: tuple[Option, ...] = (TEMPERATURE,)
+"""The options of the loss itself, read by every sampler."""
+
+
+def sampler_options() -> tuple[Option, ...]:
+    """Every option of the loss and the samplers, once each, in declaration order."""
+    options = {option.name: option for option in LOSS_OPTIONS}
+    for sampler in SAMPLERS.values():
+        for option in sampler.options:
+            options.setdefault(option.name, option)
+    return tuple(options.values())
+
+
+def users_of(name: str) -> tuple[str, ...]:
+    """The samplers that read option ``name`` (all of them for the loss's own options)."""
+    if any(option.name == name for option in LOSS_OPTIONS):
+        return tuple(SAMPLERS)
+    return tuple(sampler for sampler, spec in SAMPLERS.items() if name in spec.option_names)
+
+
+def users_label(name: str) -> str:
+    """``[hucl, hscl]``, or ``[all samplers]``: who reads option ``name``, for help texts."""
+    users = users_of(name)
+    return "[all samplers]" if len(users) == len(SAMPLERS) else f"[{', '.join(users)}]"
+
+
+def supervised_samplers() -> tuple[str, ...]:
+    """The samplers that need labels."""
+    return tuple(name for name, spec in SAMPLERS.items() if spec.supervised)
+
+
+def lookup(sampler: str) -> Sampler:
+    """The registered sampler called ``sampler``, or a one-line usage error."""
+    if sampler not in SAMPLERS:
+        raise UsageError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
+    return SAMPLERS[sampler]

@@ -1,0 +1,107 @@
+"""One optimisation step of contrastive pretraining, and the model and optimizer it trains.
+
+SimCLR's recipe as HCL trains it (Robinson et al., Sec. 5.1 and App. D.1): every image of a batch
+gives two independently augmented views, the encoder and projection head map both to ``z``, and
+:func:`hcl_cli.objectives.contrastive_loss` scores them under the sampler's negative
+distribution; Adam with the papers' lr 1e-3 and weight decay 1e-6. On CUDA the encoder runs
+under bf16 autocast in channels_last, optionally ``torch.compile``-d; the loss is computed in
+float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hcl_cli.augment import build_augmentation, resolve_recipe
+from hcl_cli.config import PretrainConfig
+from hcl_cli.distributed import DistributedContext
+from hcl_cli.models import ContrastiveModel, build_model, resolve_arch
+from hcl_cli.objectives import contrastive_loss
+from hcl_cli.objectives.registry import SAMPLERS, Sampler
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step reports: the loss, the gradients' total L2 norm, and the batch's positives.
+
+    ``same_label_pairs`` counts the ordered (anchor, positive) pairs among the batch's 2B views
+    (the partner included; for the supervised samplers, every view sharing the anchor's label);
+    ``anchors_left_out`` the anchors without a different-label negative (supervised samplers).
+    """
+
+    loss: float
+    grad_norm: float
+    same_label_pairs: float
+    anchors_left_out: float
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
+
+
+@dataclass
+class TrainingStep:
+    """One optimisation step on a uint8 batch: two augmented views, forward, loss, backward, Adam.
+
+    Both views go through the encoder as one batch of 2B (as SupContrast does), so BatchNorm
+    normalises over both. ``network`` is the model, wrapped in DDP under torchrun, and optionally
+    ``torch.compile``-d. The loss is taken over the global batch of all ranks
+    (:meth:`~hcl_cli.distributed.DistributedContext.gather_views`) and the reported loss is the
+    global one, so every rank takes the same decision. The update is applied only when the loss
+    and the gradients are finite; :attr:`StepResult.finite` tells the caller.
+    """
+
+    network: nn.Module
+    augment: nn.Module
+    optimizer: torch.optim.Optimizer
+    sampler: str
+    context: DistributedContext
+
+    @property
+    def spec(self) -> Sampler:
+        return SAMPLERS[self.sampler]
+
+    def __call__(self, images: Tensor, labels: Tensor, loss_options: dict[str, Any]) -> StepResult:
+        """Train on ``images`` with the loss options of the current epoch (:meth:`PretrainConfig.loss_options`)."""
+        spec = self.spec
+        self.optimizer.zero_grad(set_to_none=True)
+        on_cuda = self.context.device.type == "cuda"
+        views = torch.cat([self.augment(images), self.augment(images)])
+        if on_cuda:
+            views = views.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+            _, hidden, z = self.network(views)
+        z1, z2 = z.float().chunk(2)
+        head_inputs = tuple(hidden.float().chunk(2)) if spec.head_inputs else None
+        batch = self.context.gather_views(z1, z2, labels if spec.supervised else None, head_inputs)
+        loss, stats = contrastive_loss(
+            batch.z1, batch.z2, batch.labels, sampler=self.sampler, head_inputs=batch.head_inputs,
+            anchor_mask=batch.anchor_mask, return_stats=True, **loss_options,
+        )
+        (loss * self.context.loss_scale).backward()
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.network.parameters() if p.grad is not None])
+        values = torch.stack([self.context.reduce_sum(loss), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]).tolist()
+        result = StepResult(*values)
+        if result.finite:
+            self.optimizer.step()
+        return result
+
+
+def build_training(config: PretrainConfig, card: dict[str, Any], context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
+    """The model (on the rank's device; channels_last on CUDA) and the step that trains it with Adam (DDP under torchrun)."""
+    device = context.device
+    channels, image_size = card["image_shape"][0], card["image_shape"][-1]
+    model = build_model(resolve_arch(config.arch, image_size), channels, image_size, config.projection_dim).to(device)
+    on_cuda = device.type == "cuda"
+    if on_cuda:
+        model = model.to(memory_format=torch.channels_last)
+    augment = build_augmentation(image_size, channels, card["mean"], card["std"], blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
+    network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
+    network = torch.compile(network) if config.compile else network
+    return model, TrainingStep(network, augment, optimizer, config.sampler, context)
