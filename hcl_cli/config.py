@@ -131,7 +131,7 @@ class PretrainConfig(StageConfig):
     @classmethod
     def extra_options(cls) -> tuple[Option, ...]:
         """The loss and sampler options, with the samplers that read each named in the help."""
-        return tuple(dataclasses.replace(option, help=f"{option.help} {users_label(option.name)}") for option in sampler_options())
+        return tuple(dataclasses.replace(option, help=f"{option.help} ({users_label(option.name)})") for option in sampler_options())
 
     def keep_extra(self, values: dict[str, Any]) -> None:
         self.sampler_options = values

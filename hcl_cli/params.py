@@ -65,7 +65,7 @@ def default_params_yaml() -> str:
             value = yaml.safe_dump({option.name: option.default}, default_flow_style=True, width=1000).strip()[1:-1]
             comment = " | ".join(option.choices) if option.choices else ""
             if config_cls is PretrainConfig and option.name in PretrainConfig().sampler_options:
-                comment = " ".join(filter(None, [comment, users_label(option.name)]))
+                comment = "; ".join(filter(None, [comment, users_label(option.name)]))
             lines.append(f"  {value:<30}{'# ' + comment if comment else ''}".rstrip())
         lines.append("")
     return "\n".join(lines)

@@ -1,49 +1,105 @@
-"""The CLI, params.yaml and dvc.yaml agree with the stage configs, one to one."""
+"""One source of truth: the CLI, params.yaml, dvc.yaml and validation all derive from the declared options."""
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from hcl_cli.cli import _parse_bool, main
-from hcl_cli.config import STAGE_CONFIGS, PretrainConfig, option_name
-from hcl_cli.params import unknown_params, warn_unknown_params
+from hcl_cli.cli import main
+from hcl_cli.config import STAGE_CONFIGS, PretrainConfig
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives.registry import users_of
+from hcl_cli.params import default_params_yaml, stage_params
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGE_OF_GROUP = {"prepare": "prepare", "pretrain": "pretrain", "embed": "embed", "linear": "linear-eval", "knn": "knn-eval", "report": "report"}
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+CLOSURE = """
+import importlib, json, sys
+from pathlib import Path
+import hcl_cli.cli
+importlib.import_module(f"hcl_cli.stages.{sys.argv[1]}")
+from hcl_cli.objectives.registry import SAMPLERS
+if "hcl_cli.objectives.loss" in sys.modules:  # a stage that computes the loss may load any sampler
+    for spec in SAMPLERS.values():
+        spec.load()
+package = Path(sys.argv[2]).resolve()
+files = {Path(m.__file__).resolve() for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+print(json.dumps(sorted(str(f.relative_to(package.parent)) for f in files if f.is_relative_to(package))))
+"""
 
 
-def test_params_yaml_holds_every_default_and_nothing_else() -> None:
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert unknown_params(params) == []
-    for cls in STAGE_CONFIGS:
-        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.metadata.get("param")}
-        assert params[cls.group] == defaults, cls.group
+def run_hcl(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m hcl_cli ARGS`` in a fresh process."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **env}
+    return subprocess.run([sys.executable, "-m", "hcl_cli", *args], cwd=cwd, env=environment, capture_output=True, text=True, check=False)
 
 
-def test_each_dvc_stage_passes_exactly_its_own_group() -> None:
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    for cls in STAGE_CONFIGS:
-        stage = stages[STAGE_OF_GROUP[cls.group]]
-        cmd = " ".join(stage["cmd"].split())
-        passed = re.findall(r"(--[a-z-]+) \"?\$\{(\w+)\.(\w+)\}", cmd)
-        assert sorted(passed) == sorted((option_name(n), cls.group, n) for n in cls.param_names())
-        assert stage["params"] == [cls.group], "a stage lists only its own parameters"
+def imported_files(module: str, package: Path = ROOT / "hcl_cli", cwd: Path = ROOT) -> set[str]:
+    """The files of ``package`` that ``hcl <stage>`` imports while it runs: the CLI, the stage, and the samplers it may load."""
+    result = subprocess.run([sys.executable, "-c", CLOSURE, module, str(package)], cwd=cwd, capture_output=True, text=True, check=True)
+    return set(json.loads(result.stdout))
 
 
-@pytest.mark.parametrize("command", ["prepare", "pretrain", "embed", "linear-eval", "knn-eval", "report", "compare"])
-def test_help_lists_every_option(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+def declared_code_deps(stage: str) -> set[str]:
+    """The stage's dvc.yaml deps inside hcl_cli/, folders expanded to their Python files."""
+    files = set()
+    for dep in DVC["stages"][stage]["deps"]:
+        path = ROOT / dep
+        if dep.startswith("hcl_cli"):
+            files |= {p.relative_to(ROOT).as_posix() for p in path.rglob("*.py")} if path.is_dir() else {dep}
+    return files
+
+
+def test_params_yaml_is_what_hcl_params_writes() -> None:
+    assert (ROOT / "params.yaml").read_text() == default_params_yaml()
+
+
+@pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
+def test_each_dvc_stage_reads_its_own_group_and_pastes_no_parameter_into_its_command(config_cls: type) -> None:
+    stage = DVC["stages"][config_cls.command]
+    assert "${" not in stage["cmd"]
+    assert stage["cmd"].startswith(f"hcl {config_cls.command} --params params.yaml ")
+    assert stage["params"] == [config_cls.group], "a stage lists only its own parameters"
+
+
+@pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
+def test_dvc_deps_are_exactly_the_files_the_stage_imports(config_cls: type) -> None:
+    module = config_cls.command.replace("-", "_")
+    assert declared_code_deps(config_cls.command) == imported_files(module)
+
+
+@pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
+def test_help_lists_every_declared_option(config_cls: type, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main([command, "--help"])
+        main([config_cls.command, "--help"])
     assert exit_info.value.code == 0
-    text = capsys.readouterr().out
-    cls = next((c for c in STAGE_CONFIGS if STAGE_OF_GROUP[c.group] == command), None)
-    for f in dataclasses.fields(cls) if cls else []:
-        assert option_name(f.name) in text
+    text = " ".join(capsys.readouterr().out.split())
+    for option in config_cls.declared_options():
+        assert option.flag in text
+
+
+def test_pretrain_help_names_the_samplers_that_read_each_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help"])
+    text = re.sub(r"[\s│]+", " ", capsys.readouterr().out)
+    assert "(used by debiased, hucl, ot)" in text  # tau_plus
+    assert users_of("tau_plus") == ("debiased", "hucl", "ot")
+    assert "(used by all samplers)" in text  # temperature
+
+
+def test_help_does_not_import_torch() -> None:
+    code = "import sys\nfrom hcl_cli.cli import main\ntry:\n    main(['pretrain', '--help'])\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules, file=sys.stderr)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr.strip().splitlines()[-1] == "False"
 
 
 @pytest.mark.parametrize(
@@ -54,6 +110,8 @@ def test_help_lists_every_option(command: str, capsys: pytest.CaptureFixture[str
         (["pretrain", "--tau-plus", "1"], "--tau-plus must be < 1.0"),
         (["pretrain", "--clip", "maybe"], "--clip must be true or false"),
         (["pretrain", "--undimix-weights", "1,x,1"], "--undimix-weights must be three"),
+        (["pretrain", "--seed", str(2**32)], "--seed must be <= 4294967295"),
+        (["pretrain", "--weight-decay", "1e308"], "--weight-decay must be <= 1.0"),
         (["prepare", "--dataset", "mnist"], "--dataset must be one of"),
         (["knn-eval", "--k", "abc"], "--k"),
     ],
@@ -66,15 +124,96 @@ def test_bad_options_give_one_line_and_exit_2(args: list[str], message: str, cap
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
 
 
-def test_boolean_parameters_take_true_or_false() -> None:
-    assert PretrainConfig(clip=True).clip is True
-    for spelling, expected in (("true", True), ("False", False), ("1", True), ("no", False)):
-        assert _parse_bool("clip", spelling) is expected
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"pretrain:\n  betta: 2\n", "pretrain.betta is not a parameter of hcl pretrain (did you mean 'beta'?)"),
+        (b"pretrain:\n  sampler: 'hucl; echo hi > x; true'\n", "pretrain.sampler must be one of"),
+        (b"pretrain:\n  epochs: two\n", "pretrain.epochs must be a whole number"),
+        (b"pretrain:\n  clip: 'yes please'\n", "pretrain.clip must be true or false"),
+        (b"pretrain: [1, 2]\n", "pretrain must be a mapping"),
+        (b"\xff\xfe pretrain:\n", "cannot read"),
+        (b"pretrain: {beta: [\n", "cannot read"),
+    ],
+)
+def test_bad_params_files_are_one_line_usage_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_bytes(content)
+    with pytest.raises(UsageError, match=re.escape(message)) as error:
+        stage_params(params, PretrainConfig)
+    assert "\n" not in str(error.value)
 
 
-def test_unknown_params_keys_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "params.yaml").write_text("pretrain:\n  betta: 2\nfoo: {}\n")
-    monkeypatch.chdir(tmp_path)
-    warn_unknown_params()
-    err = capsys.readouterr().err
-    assert "'pretrain.betta'" in err and "'foo'" in err
+def test_options_on_the_command_line_win_over_the_params_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "params.yaml").write_text("pretrain:\n  sampler: hscl\n  beta: 2.5\n  epochs: 3\nother_tool: {x: 1}\n")
+    seen: list[PretrainConfig] = []
+    monkeypatch.setitem(__import__("hcl_cli.cli").cli.STAGE_RUNNERS, PretrainConfig, seen.append)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pretrain", "--params", str(tmp_path / "params.yaml"), "--beta", "0.5"])
+    assert exit_info.value.code == 0
+    (config,) = seen
+    assert (config.sampler, config.sampler_options["beta"], config.epochs, config.lr) == ("hscl", 0.5, 3, PretrainConfig().lr)
+
+
+def test_a_title_with_shell_syntax_and_quotes_reaches_the_stage_verbatim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    title = """x $(touch PWNED) "quoted" `y` ; z"""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"report": {"title": title}}))
+    seen: list[object] = []
+    from hcl_cli import cli
+    from hcl_cli.config import ReportConfig
+
+    monkeypatch.setitem(cli.STAGE_RUNNERS, ReportConfig, seen.append)
+    with pytest.raises(SystemExit):
+        main(["report", "--params", str(tmp_path / "params.yaml")])
+    assert seen[0].title == title  # type: ignore[attr-defined]
+
+
+def test_loss_options_follow_the_samplers_schedule() -> None:
+    config = PretrainConfig(sampler="hscl-threshold", threshold_start=-0.5, threshold_end=0.5, epochs=3)
+    assert [config.loss_options(epoch)["threshold"] for epoch in range(3)] == [-0.5, 0.0, 0.5]
+    assert "beta" not in config.loss_options(0), "a sampler gets only the options it reads"
+    assert set(PretrainConfig(sampler="ucl").used_params()) >= {"temperature", "epochs"}
+    assert "beta" not in PretrainConfig(sampler="ucl").used_params()
+
+
+def readme_block(first_line: str) -> str:
+    """The README's Python code block whose first line is ``first_line``."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
+    (block,) = [block for block in blocks if block.startswith(first_line)]
+    return block
+
+
+@pytest.fixture(scope="module")
+def toy_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the package with the README's worked example added: one new module, lines appended to the registry."""
+    root = tmp_path_factory.mktemp("toy")
+    shutil.copytree(ROOT / "hcl_cli", root / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "hcl_cli" / "objectives" / "topk.py").write_text(readme_block("# hcl_cli/objectives/topk.py"))
+    with open(root / "hcl_cli" / "objectives" / "registry.py", "a", encoding="utf-8") as registry:
+        registry.write("\n" + readme_block("# added to hcl_cli/objectives/registry.py"))
+    return root
+
+
+@pytest.mark.slow
+def test_a_new_sampler_from_the_readme_appears_everywhere_with_no_other_edit(
+    toy_package: Path, prepared_digits: Callable[[float], Path], tmp_path: Path
+) -> None:
+    example = readme_block("# hcl_cli/objectives/topk.py")
+    assert len(example.splitlines()) + len(readme_block("# added to hcl_cli/objectives/registry.py").splitlines()) < 30
+    env = {"PYTHONPATH": str(toy_package)}
+
+    help_text = " ".join(run_hcl(["pretrain", "--help"], tmp_path, **env).stdout.split())
+    assert "--topk-count" in help_text and "topk" in help_text
+    assert "topk_count: 16" in run_hcl(["params"], tmp_path, **env).stdout
+
+    (tmp_path / "params.yaml").write_text("pretrain:\n  sampler: topk\n  topk_count: 0\n")
+    rejected = run_hcl(["pretrain", "--params", "params.yaml"], tmp_path, **env)
+    assert rejected.returncode == 2 and "pretrain.topk_count must be >= 1" in rejected.stderr
+
+    digits = prepared_digits(0.95)
+    (tmp_path / "params.yaml").write_text("pretrain:\n  sampler: topk\n  topk_count: 8\n  epochs: 1\n  batch_size: 16\n")
+    trained = run_hcl(["pretrain", "--params", "params.yaml", "--data", str(digits), "--out", "models", "--live-dir", "live", "--device", "cpu"], tmp_path, **env)
+    assert trained.returncode == 0, trained.stderr
+    assert (tmp_path / "models" / "encoder.safetensors").is_file()
+    assert "hcl_cli/objectives/topk.py" in imported_files("pretrain", toy_package / "hcl_cli", toy_package)
+    assert "hcl_cli/objectives" in DVC["stages"]["pretrain"]["deps"], "dvc.yaml's pretrain deps cover the new module as they are"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.schedules import ANNEALS, beta_at, threshold_at
+from hcl_cli.objectives.schedules import ANNEALS, BETA_ANNEAL_STEPS, beta_at, threshold_at
 from hcl_cli.options import Option
 
 
@@ -35,20 +35,60 @@ def undimix_weight_values(text: str | tuple[float, ...] | list[float]) -> tuple[
 
 
 TEMPERATURE = Option("temperature", 0.5, "Softmax temperature t of the similarities s_ij = z_i.z_j / t.", minimum=0.0, min_exclusive=True)
+OBJECTIVE = Option(
+    "objective",
+    "nce",
+    "Loss: nce (InfoNCE, with tau+ debiasing where the sampler has it) or bcl (the basic contrastive loss E_q[z_i.z_j] - z_i.z_p, HCL-OT Eq. 9; no debiasing).",
+    choices=("nce", "bcl"),
+)
+POSITIVES = Option(
+    "positives",
+    "partner",
+    "Positives: partner (the anchor's other view) or labels (every same-label sample, partner included: HCL Fig. 4's oracle, H-SCL Sec. V-B; needs labels). Supervised samplers always use labels.",
+    choices=("partner", "labels"),
+)
 BETA = Option("beta", 1.0, "Hardness concentration: negatives are tilted by exp(beta * s_ij).", minimum=0.0)
-ANNEAL = Option("anneal", "none", "Beta schedule: none, or down (beta steps through linspace(beta, 0, 9) over training).", choices=ANNEALS)
+ANNEAL = Option(
+    "anneal",
+    "none",
+    "Beta schedule: none (fixed); paper (HCL App. D.1: beta drops by beta/l every epochs/l epochs, ending at beta/l); official (HCL's code: linspace(beta, 0, l), first level twice as long).",
+    choices=ANNEALS,
+)
+ANNEAL_STEPS = Option("anneal_steps", BETA_ANNEAL_STEPS, "Number l of beta levels of the annealing.", minimum=1, maximum=10_000)
+DETACH_WEIGHTS = Option(
+    "detach_weights", False, "Stop the gradient through the negative weights exp(beta * s_ij), as H-SCL's code does (HCL's backpropagates through them)."
+)
 TAU_PLUS = Option("tau_plus", 0.1, "Class prior tau+ of the debiasing (0 disables it).", minimum=0.0, maximum=1.0, max_exclusive=True)
 CLIP = Option("clip", False, "Scale the inner products used for the negative weights into [-2, 2] (HCL Fig. 14, for unnormalised embeddings).")
 THRESHOLD_START = Option("threshold_start", -0.3, "Cosine threshold l at the first epoch (H-SCL Eq. 4).", minimum=-1.0, maximum=1.0)
 THRESHOLD_END = Option("threshold_end", 0.0, "Cosine threshold l at the last epoch.", minimum=-1.0, maximum=1.0)
-OT_EPSILON = Option("ot_epsilon", 0.5, "Entropic regularisation of the coupling.", minimum=0.0, min_exclusive=True)
-OT_COST = Option("ot_cost", "sq", "Ground cost: sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
-OT_KAPPA = Option("ot_kappa", 2.0, "Offset kappa of the exp cost.", minimum=-1e3, maximum=1e3)
-OT_ITERATIONS = Option("ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000)
-OT_LOSS = Option("ot_loss", "nce", "nce (debiased InfoNCE with OT negatives) or bcl (the basic contrastive loss, HCL-OT Eq. 9).", choices=("nce", "bcl"))
-UNDIMIX_WEIGHTS = Option(
-    "undimix_weights", "1,1,1", "Weights of similarity, uncertainty and diversity, comma-separated.", parse=undimix_weight_values
+OT_EPSILON = Option(
+    "ot_epsilon", 0.5, "Entropic regularisation of the coupling (the official code's reg; twice the epsilon of HCL-OT Eq. 5, whose cost has a factor 0.5).", minimum=0.0, min_exclusive=True
 )
+OT_COST = Option("ot_cost", "sq", "Ground cost: sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
+OT_KAPPA = Option("ot_kappa", 1.0, "Offset kappa of the exp cost.", minimum=-1e3, maximum=1e3)
+OT_ITERATIONS = Option("ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000)
+UNDIMIX_WEIGHTS = Option(
+    "undimix_weights", "1,1,1", "Weights of similarity, uncertainty and diversity, comma-separated (the initial ones when learned).", parse=undimix_weight_values
+)
+UNDIMIX_LEARNED = Option(
+    "undimix_learned",
+    False,
+    "Learn the weights with the encoder (UnDiMix Table 3): softmax of learnable logits over the parts of positive weight; the trainer passes the logits as undimix_attention.",
+)
+UNDIMIX_UNCERTAINTY = Option(
+    "undimix_uncertainty",
+    "closed-form",
+    "Uncertainty gradients (Eq. 3): closed-form (last-layer weight, other embeddings held fixed, as BADGE) or autograd (every last-layer parameter, through every embedding; needs head_layer).",
+    choices=("closed-form", "autograd"),
+)
+
+RUNTIME_INPUTS: dict[str, str] = {
+    "head_inputs": "(h1, h2): the inputs of the projection head's last linear layer for both views (undimix)",
+    "head_layer": "the projection head's last linear layer, with .weight and .bias (undimix with undimix_uncertainty=autograd)",
+    "undimix_attention": "(3,) learnable logits of the similarity, uncertainty and diversity weights (undimix with undimix_learned)",
+}
+"""Tensors (not options) that :func:`~hcl_cli.objectives.contrastive_loss` takes from the trainer, by keyword."""
 
 Schedule = Callable[[Mapping[str, Any], int, int], dict[str, Any]]
 """``(options, epoch, epochs) -> values``: the options a sampler reads in ``epoch`` (0-based)."""
@@ -56,7 +96,7 @@ Schedule = Callable[[Mapping[str, Any], int, int], dict[str, Any]]
 
 def annealed_beta(options: Mapping[str, Any], epoch: int, epochs: int) -> dict[str, Any]:
     """``beta`` in ``epoch`` under the ``anneal`` schedule (HCL App. D.1)."""
-    return {"beta": beta_at(options["beta"], epoch, epochs, options["anneal"])}
+    return {"beta": beta_at(options["beta"], epoch, epochs, options["anneal"], options["anneal_steps"])}
 
 
 def linear_threshold(options: Mapping[str, Any], epoch: int, epochs: int) -> dict[str, Any]:
@@ -68,8 +108,10 @@ def linear_threshold(options: Mapping[str, Any], epoch: int, epochs: int) -> dic
 class Sampler:
     """A negative distribution q(x-|x): its function, its paper, what it needs and the options it reads.
 
-    ``supervised``: it needs labels, and every same-label sample is a positive. ``head_inputs``:
-    it needs the inputs of the projection head's last layer (``options.head_inputs``).
+    ``supervised``: its negatives depend on the labels, and every same-label sample is a
+    positive; an unsupervised sampler may take label positives too (``positives="labels"``, see
+    :meth:`label_positives`). ``head_inputs``: it needs the inputs of the projection head's last
+    layer (``options.head_inputs``).
     ``schedule`` gives the values that change over training; the training loop calls it each
     epoch, and a direct call of the loss uses its values at the first epoch unless given.
     """
@@ -91,22 +133,36 @@ class Sampler:
     def option_names(self) -> tuple[str, ...]:
         return tuple(option.name for option in self.options)
 
+    def label_positives(self, options: Mapping[str, Any]) -> bool:
+        """Whether every same-label sample is a positive, so that the loss needs labels, under
+        ``options`` (a sampler's option values by name, missing ones at their default)."""
+        return self.supervised or (POSITIVES in self.options and options.get(POSITIVES.name, POSITIVES.default) == "labels")
+
 
 SAMPLERS: dict[str, Sampler] = {
-    "ucl": Sampler("hcl_cli.objectives.simclr:ucl", "SimCLR, Chen et al. 2020"),
-    "debiased": Sampler("hcl_cli.objectives.hcl:debiased", "Chuang et al. 2020", (TAU_PLUS,)),
-    "hucl": Sampler("hcl_cli.objectives.hcl:hucl", "HCL, Robinson et al. 2021", (BETA, ANNEAL, TAU_PLUS, CLIP), schedule=annealed_beta),
+    "ucl": Sampler("hcl_cli.objectives.simclr:ucl", "SimCLR, Chen et al. 2020", (POSITIVES,)),
+    "debiased": Sampler("hcl_cli.objectives.hcl:debiased", "Chuang et al. 2020", (POSITIVES, TAU_PLUS)),
+    "hucl": Sampler(
+        "hcl_cli.objectives.hcl:hucl", "HCL, Robinson et al. 2021", (POSITIVES, BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, TAU_PLUS, CLIP), schedule=annealed_beta
+    ),
     "scl": Sampler("hcl_cli.objectives.hscl:scl", "H-SCL, Jiang et al.", supervised=True),
-    "hscl": Sampler("hcl_cli.objectives.hscl:hscl", "H-SCL, Jiang et al.", (BETA, ANNEAL, CLIP), supervised=True, schedule=annealed_beta),
+    "hscl": Sampler(
+        "hcl_cli.objectives.hscl:hscl", "H-SCL, Jiang et al.", (BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, CLIP), supervised=True, schedule=annealed_beta
+    ),
     "hscl-threshold": Sampler(
         "hcl_cli.objectives.hscl:hscl_threshold", "H-SCL, Jiang et al.", (THRESHOLD_START, THRESHOLD_END), supervised=True, schedule=linear_threshold
     ),
-    "ot": Sampler("hcl_cli.objectives.ot:ot", "HCL-OT, Jiang et al.", (TAU_PLUS, OT_EPSILON, OT_COST, OT_KAPPA, OT_ITERATIONS, OT_LOSS)),
-    "undimix": Sampler("hcl_cli.objectives.undimix:undimix", "UnDiMix, Tabassum et al.", (UNDIMIX_WEIGHTS,), head_inputs=True),
+    "ot": Sampler("hcl_cli.objectives.ot:ot", "HCL-OT, Jiang et al.", (POSITIVES, TAU_PLUS, OT_EPSILON, OT_COST, OT_KAPPA, OT_ITERATIONS)),
+    "undimix": Sampler(
+        "hcl_cli.objectives.undimix:undimix",
+        "UnDiMix, Tabassum et al.",
+        (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY),
+        head_inputs=True,
+    ),
 }
 """Every sampler by its ``--sampler`` name."""
 
-LOSS_OPTIONS: tuple[Option, ...] = (TEMPERATURE,)
+LOSS_OPTIONS: tuple[Option, ...] = (TEMPERATURE, OBJECTIVE)
 """The options of the loss itself, read by every sampler."""
 
 
@@ -127,9 +183,9 @@ def users_of(name: str) -> tuple[str, ...]:
 
 
 def users_label(name: str) -> str:
-    """``[hucl, hscl]``, or ``[all samplers]``: who reads option ``name``, for help texts."""
+    """``used by hucl, hscl`` (or ``used by all samplers``): who reads option ``name``, for help texts."""
     users = users_of(name)
-    return "[all samplers]" if len(users) == len(SAMPLERS) else f"[{', '.join(users)}]"
+    return "used by all samplers" if len(users) == len(SAMPLERS) else f"used by {', '.join(users)}"
 
 
 def supervised_samplers() -> tuple[str, ...]:
