@@ -22,6 +22,9 @@ DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder")
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50")
 DEVICES = ("auto", "cpu", "cuda")
 FEATURES = ("backbone", "projection")
+RUNS = "runs"
+"""Where a stage run by hand writes by default: the pipeline's layout under ``runs/``, so that hand
+runs never touch what ``dvc repro`` owns (dvc.yaml passes every path explicitly)."""
 
 
 def param(default: Any, help: str, **rules: Any) -> Any:
@@ -96,7 +99,7 @@ class PrepareConfig(StageConfig):
     image_size: int = param(0, "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).", minimum=0, maximum=4096)
     test_fraction: float = param(0.25, "Share of digits held out as the stratified test split (other datasets ship their own split).", minimum=0.0, maximum=1.0, min_exclusive=True, max_exclusive=True)
     seed: int = param(0, "Seed of the train/test split.", minimum=0, maximum=SEED_LIMIT)
-    out: str = runtime("data/prepared", "Output folder for train/test(/unlabeled).safetensors and card.json.")
+    out: str = runtime(f"{RUNS}/data/prepared", "Output folder for train/test(/unlabeled).safetensors and card.json.")
 
 
 @dataclass(init=False)
@@ -119,9 +122,9 @@ class PretrainConfig(StageConfig):
     checkpoint_every: int = param(0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0)
     compile: bool = param(False, "torch.compile the encoder (CUDA).")
     sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
-    data: str = runtime("data/prepared", "Prepared dataset folder (from hcl prepare).")
-    out: str = runtime("models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
-    live_dir: str = runtime("dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out).")
+    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset folder (from hcl prepare).")
+    out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
+    live_dir: str = runtime(f"{RUNS}/dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out).")
     resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.")
     restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).")
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
@@ -164,9 +167,9 @@ class EmbedConfig(StageConfig):
     group: ClassVar[str] = "embed"
     command: ClassVar[str] = "embed"
     batch_size: int = param(512, "Images per forward pass.", minimum=1)
-    data: str = runtime("data/prepared", "Prepared dataset folder.")
-    model: str = runtime("models/encoder.safetensors", "Encoder from hcl pretrain.")
-    out: str = runtime("data/embeddings.safetensors", "Output embeddings file.")
+    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset folder.")
+    model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain.")
+    out: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Output embeddings file.")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
 
@@ -182,8 +185,8 @@ class LinearConfig(StageConfig):
     lr: float = param(1.0, "Learning rate (L-BFGS step size, or Adam lr).", minimum=0.0, min_exclusive=True, maximum=100.0)
     weight_decay: float = param(1e-3, "L2 penalty (weight_decay / 2) * ||W||^2 added to the mean cross-entropy.", minimum=0.0, maximum=1000.0)
     seed: int = param(0, "Seed of the classifier's initialisation.", minimum=0, maximum=SEED_LIMIT)
-    embeddings: str = runtime("data/embeddings.safetensors", "Embeddings from hcl embed.")
-    out: str = runtime("metrics/linear.json", "Metrics JSON (top-1, top-5).")
+    embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed.")
+    out: str = runtime(f"{RUNS}/metrics/linear.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
 
@@ -198,8 +201,8 @@ class KnnConfig(StageConfig):
     feature: str = param("backbone", "Which embedding: backbone or projection.", choices=FEATURES)
     chunk_size: int = param(1024, "Queries compared per chunk; with --bank-chunk-size it bounds the memory kNN needs beyond the embeddings.", minimum=1)
     bank_chunk_size: int = param(32768, "Bank (train) embeddings compared per chunk; the similarity block is chunk-size x bank-chunk-size.", minimum=1)
-    embeddings: str = runtime("data/embeddings.safetensors", "Embeddings from hcl embed.")
-    out: str = runtime("metrics/knn.json", "Metrics JSON (top-1, top-5).")
+    embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed.")
+    out: str = runtime(f"{RUNS}/metrics/knn.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
 
@@ -211,13 +214,13 @@ class ReportConfig(StageConfig):
     command: ClassVar[str] = "report"
     title: str = param("hcl run", "Heading of the report.")
     anchors: int = param(4, "Test anchors in the hardest-negatives figure.", minimum=0)
-    params_file: str = runtime("params.yaml", "Parameters to tabulate.")
-    metrics: str = runtime("metrics", "Folder of metrics JSON files.")
-    plots: str = runtime("dvclive", "Folder of dvclive logs (curves).")
-    embeddings: str = runtime("data/embeddings.safetensors", "Embeddings for the similarity histograms.")
-    data: str = runtime("data/prepared", "Prepared dataset (images for the hard-negative grid).")
-    model: str = runtime("models/encoder.safetensors", "Encoder, for the sampler's weights in the hard-negative grid.")
-    out: str = runtime("reports/report.md", "Report file; figures go beside it.")
+    params_file: str = runtime("", "A params.yaml whose planned values to tabulate beside the recorded ones (dvc.yaml passes params.yaml; by hand: none).")
+    metrics: str = runtime(f"{RUNS}/metrics", "Folder of metrics JSON files.")
+    plots: str = runtime(f"{RUNS}/dvclive", "Folder of dvclive logs (curves).")
+    embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings for the similarity histograms.")
+    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset (images for the hard-negative grid).")
+    model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder, for the sampler's weights in the hard-negative grid.")
+    out: str = runtime(f"{RUNS}/reports/report.md", "Report file; figures go beside it.")
 
 
 STAGE_CONFIGS: tuple[type[StageConfig], ...] = (PrepareConfig, PretrainConfig, EmbedConfig, LinearConfig, KnnConfig, ReportConfig)

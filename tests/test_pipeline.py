@@ -1,7 +1,8 @@
 """End to end: the real ``dvc repro`` in a temporary git+DVC repository, at a tiny setting.
 
-Asserts issue 2's caching contract: changing the sampler reruns pretrain and everything downstream
-but not prepare; changing knn.k reruns only knn-eval and report.
+The caching contract: changing the sampler reruns pretrain and everything downstream but not
+prepare; changing knn.k reruns only knn-eval and report; editing any file a stage imports marks
+that stage changed. No parameter value ever reaches a shell.
 """
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("pipeline")
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, path / name)
-    for folder in ("hcl_cli",):
-        shutil.copytree(ROOT / folder, path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "hcl_cli", path / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
     run(["git", "init", "-q"], path)
     run(["dvc", "init", "-q"], path)
+    shutil.copy(ROOT / ".dvcignore", path / ".dvcignore")
     run(["dvc", "config", "core.analytics", "false"], path)
     set_params(path, TINY)
     return path
@@ -78,3 +79,38 @@ def test_sampler_change_reruns_downstream_but_not_prepare(repo: Path) -> None:
 def test_knn_k_change_reruns_only_knn_and_report(repo: Path) -> None:
     set_params(repo, {"knn": {"k": 5}})
     assert repro(repo) == {"knn-eval", "report"}
+
+
+def changed_stages(repo: Path) -> set[str]:
+    """The stages ``dvc status`` reports as changed."""
+    return set(json.loads(run(["dvc", "status", "--json"], repo) or "{}"))
+
+
+def test_appending_a_comment_to_any_imported_file_marks_its_stages_changed(repo: Path) -> None:
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    code_deps = {dep for stage in stages.values() for dep in stage["deps"] if dep.startswith("hcl_cli")}
+    files = sorted({p for dep in code_deps for p in ([repo / dep] if dep.endswith(".py") else (repo / dep).glob("*.py"))})
+    assert changed_stages(repo) == set()
+    for path in files[:: max(1, len(files) // 8)] + [repo / "hcl_cli" / "objectives" / "hcl.py", repo / "hcl_cli" / "training" / "log.py"]:
+        original = path.read_text()
+        path.write_text(original + "# a comment\n")
+        try:
+            dep = path.relative_to(repo).as_posix()
+            expected = {name for name, stage in stages.items() if any(dep == d or dep.startswith(d + "/") for d in stage["deps"])}
+            assert expected and changed_stages(repo) >= expected, dep
+        finally:
+            path.write_text(original)
+    assert changed_stages(repo) == set()
+
+
+def test_no_parameter_value_reaches_a_shell(repo: Path) -> None:
+    """A report title with shell syntax and quotes arrives verbatim; a sampler with a command in it is refused."""
+    title = 'x $(touch PWNED) "quoted" `touch PWNED2` y'
+    set_params(repo, {"report": {"title": title}})
+    assert repro(repo) == {"report"}
+    assert title in (repo / "reports" / "report.md").read_text()
+    set_params(repo, {"pretrain": {"sampler": "hucl; echo hi > injected; true"}})
+    result = subprocess.run(["dvc", "repro"], cwd=repo, capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+    assert "pretrain.sampler must be one of" in result.stdout + result.stderr
+    assert not {"PWNED", "PWNED2", "injected"} & {p.name for p in repo.iterdir()}
