@@ -128,11 +128,14 @@ def params() -> None:
 @app.command("compare")
 def compare(
     out: Annotated[str, typer.Option(help="Output prefix: writes OUT.md and OUT.csv.")] = "reports/compare",
+    sampler: Annotated[list[str] | None, typer.Option(help="Only experiments of this sampler (repeatable).")] = None,
+    where: Annotated[list[str] | None, typer.Option(help="Only experiments whose parameter has this value, e.g. pretrain.beta=1 (repeatable).")] = None,
+    name: Annotated[str | None, typer.Option(help="Only experiments whose name matches this pattern, e.g. 'beta-*'.")] = None,
 ) -> None:
-    """Tabulate every DVC experiment (dvc exp show --json): sampler, beta, tau_plus against kNN and linear top-1."""
+    """Tabulate the workspace and every DVC experiment (dvc exp show --json): the parameters that vary against kNN and linear top-1, with 95% intervals."""
     from hcl_cli.stages import compare as compare_stage
 
-    compare_stage.run(out)
+    compare_stage.run(out, compare_stage.Selection(tuple(sampler or ()), tuple(where or ()), name))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -152,6 +152,15 @@ class PretrainConfig(StageConfig):
         ignored = {name for name in self.sampler_options if self.sampler not in users_of(name)}
         return {name: value for name, value in self.params().items() if name not in ignored}
 
+    def ignored_changes(self) -> list[str]:
+        """Warnings for the sampler options set away from their defaults that this run's sampler does not read
+        (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model every time)."""
+        return [
+            f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
+            for option in sampler_options()
+            if self.sampler_options[option.name] != option.default and self.sampler not in users_of(option.name)
+        ]
+
     def loss_options(self, epoch: int) -> dict[str, Any]:
         """The keyword options of :func:`~hcl_cli.objectives.contrastive_loss` in ``epoch`` (0-based):
         the options the sampler reads, with its scheduled values (beta, threshold) of that epoch."""

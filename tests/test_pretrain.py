@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -189,3 +190,34 @@ def test_resume_of_a_finished_run_by_hand_rewrites_the_same_encoder(digits: Path
     assert "resuming from" in capsys.readouterr().out
     again, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
     assert all(torch.equal(again[name], tensor) for name, tensor in first.items())
+
+
+def test_a_parameter_the_sampler_ignores_gets_a_warning_before_training(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pretrain.run(tiny_config(digits, tmp_path, sampler="ucl", beta=2.0, tau_plus=0.1))
+    err = capsys.readouterr().err
+    assert "warning: beta = 2.0 is not read by the ucl sampler (used by hucl, hscl)" in err
+    assert "tau_plus" not in err, "tau_plus is at its default"
+
+
+def test_max_steps_stops_mid_epoch_with_a_checkpoint_and_the_encoder_and_resumes_to_the_full_run(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """89 images, batches of 16: 5 steps per epoch. --max-steps 7 stops in epoch 2 after its second step."""
+    pretrain.run(tiny_config(digits, tmp_path / "full", epochs=2))
+    pretrain.run(tiny_config(digits, tmp_path / "cut", epochs=2, max_steps=7))
+    out = capsys.readouterr().out
+    assert "2 epochs of 5 steps of 16, stopping at --max-steps 7: 7 steps" in out
+    assert (tmp_path / "cut" / "models" / "encoder.safetensors").is_file()
+    assert CheckpointStore(tmp_path / "cut" / "models" / "checkpoints").latest().name == "epoch-0001-step-000002.safetensors"
+    assert len(logged(tmp_path / "cut", "loss")) == 2, "the cut epoch is logged too"
+
+    pretrain.run(tiny_config(digits, tmp_path / "cut", epochs=2, max_steps=0, resume=True))
+    full, _ = load_artifact(tmp_path / "full" / "models" / "encoder.safetensors", "encoder", {})
+    resumed, _ = load_artifact(tmp_path / "cut" / "models" / "encoder.safetensors", "encoder", {})
+    assert all(torch.equal(resumed[name], tensor) for name, tensor in full.items())
+    assert logged(tmp_path / "cut", "loss") == logged(tmp_path / "full", "loss")
+
+
+def test_the_startup_line_and_the_eta_say_what_runs(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pretrain.run(tiny_config(digits, tmp_path, epochs=3))
+    captured = capsys.readouterr()
+    assert "hcl pretrain: hucl on cpu, small_cnn, digits (89 images of 1x8x8), 3 epochs of 5 steps of 16: 15 steps" in captured.out
+    assert re.search(r"hcl pretrain: \S+ s per step: about \d+ s to go", captured.err)

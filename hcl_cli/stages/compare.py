@@ -1,9 +1,12 @@
 """``hcl compare``: one paper-style table of a DVC sweep (HCL Table 1, H-SCL Table I).
 
 Reads every finished experiment from ``dvc exp show --json`` (the experiments of the current
-commit, the baseline) and tabulates its sampler, beta and tau_plus against kNN and linear top-1,
-best of each column in bold. Queued, running and failed experiments, and those without both
-metrics files, are listed under the table rather than silently dropped.
+commit, and the workspace) and tabulates, per row, its sampler and the pretrain parameters that
+vary between the rows, each shown only where the row's sampler reads it (``-`` where it does
+not), against kNN and linear top-1 with their 95% intervals (Wilson, from the test-split size
+the metrics record). A value is in bold only when it beats every other row beyond the intervals;
+rows within the intervals of the best are ties, and none of them is bolded. Queued, running and
+failed experiments, and those without both metrics files, are listed under the table.
 
 The JSON shape (dvc 3.x): a list of baseline entries ``{"rev", "name", "data", "error",
 "experiments"}``, the first being ``"workspace"``; each entry's ``experiments`` is a list of
@@ -15,43 +18,90 @@ groups ``{"name", "executor": None | {"state": "success" | "queued" | "running" 
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from hcl_cli.artifacts import write_text
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, UsageError
+from hcl_cli.objectives.registry import users_of
+from hcl_cli.stats import wilson_interval
 
 PARAMS_FILE = "params.yaml"
-KNN_METRICS = "metrics/knn.json"
-LINEAR_METRICS = "metrics/linear.json"
+METRICS = {"knn": "metrics/knn.json", "linear": "metrics/linear.json"}
 FINISHED_STATES = (None, "success")
-CSV_COLUMNS = ("experiment", "rev", "baseline", "sampler", "beta", "tau_plus", "knn_top1", "linear_top1", "knn_top1_best", "linear_top1_best")
+WORKSPACE = "workspace"
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """A top-1 accuracy and, when the metrics record the test-split size, its 95% interval."""
+
+    top1: float
+    test_size: int | None = None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.top1, self.test_size) if self.test_size else (self.top1, self.top1)
 
 
 @dataclass(frozen=True)
 class ExperimentRow:
-    """One finished experiment: its sweep parameters and its two top-1 accuracies."""
+    """One finished experiment: its pretrain parameters and its two accuracies."""
 
     name: str
     rev: str
     baseline: str
-    sampler: str
-    beta: float
-    tau_plus: float
-    knn_top1: float
-    linear_top1: float
+    pretrain: dict[str, Any]
+    accuracy: dict[str, Accuracy] = field(default_factory=dict)
+
+    @property
+    def sampler(self) -> str:
+        return str(self.pretrain.get("sampler", ""))
+
+    def shows(self, parameter: str) -> bool:
+        """Whether ``parameter`` matters for this row: a training parameter, or an option its sampler reads."""
+        readers = users_of(parameter)
+        return not readers or self.sampler in readers
 
 
-def run(out: str) -> None:
-    """Write ``OUT.md`` and ``OUT.csv`` tabulating every finished experiment of the current commit."""
-    rows, skipped = parse_experiments(dvc_exp_show())
+@dataclass(frozen=True)
+class Selection:
+    """Which experiments to tabulate: by sampler, by parameter values (``pretrain.beta=1``) and by name pattern."""
+
+    samplers: tuple[str, ...] = ()
+    where: tuple[str, ...] = ()
+    name: str | None = None
+
+    def keeps(self, row: ExperimentRow, params: dict[str, Any]) -> bool:
+        if self.samplers and row.sampler not in self.samplers:
+            return False
+        if self.name is not None and not fnmatch.fnmatchcase(row.name, self.name):
+            return False
+        return all(self._matches(condition, params) for condition in self.where)
+
+    @staticmethod
+    def _matches(condition: str, params: dict[str, Any]) -> bool:
+        key, separator, wanted = condition.partition("=")
+        group, _, name = key.partition(".")
+        if not separator or not name:
+            raise UsageError(f"--where {condition!r} must be GROUP.KEY=VALUE, e.g. pretrain.beta=1")
+        value = (params.get(group) or {}).get(name)
+        return value == yaml.safe_load(wanted) or str(value) == wanted
+
+
+def run(out: str, selection: Selection) -> None:
+    """Write ``OUT.md`` and ``OUT.csv`` tabulating the finished experiments of the current commit that ``selection`` keeps."""
+    rows, skipped = parse_experiments(dvc_exp_show(), selection)
     if not rows:
         reason = f" ({'; '.join(skipped)})" if skipped else ""
-        raise HclError(f"dvc exp show lists no finished experiment with both {KNN_METRICS} and {LINEAR_METRICS}{reason}; run `dvc exp run` first")
-    rows.sort(key=lambda row: (row.sampler, row.beta, row.tau_plus, row.name))
+        raise HclError(f"dvc exp show lists no finished experiment with both {METRICS['knn']} and {METRICS['linear']} that the filters keep{reason}; run `dvc exp run` first")
+    rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
     write_text(f"{out}.md", markdown_table(rows, skipped))
     write_text(f"{out}.csv", csv_table(rows))
     print(f"hcl compare: {len(rows)} experiments -> {out}.md, {out}.csv")
@@ -75,12 +125,24 @@ def dvc_exp_show() -> list[dict[str, Any]]:
     return entries
 
 
-def parse_experiments(entries: list[dict[str, Any]]) -> tuple[list[ExperimentRow], list[str]]:
-    """Rows of the finished experiments under each baseline, and why any other was left out."""
+def parse_experiments(entries: list[dict[str, Any]], selection: Selection | None = None) -> tuple[list[ExperimentRow], list[str]]:
+    """Rows of the workspace and of the finished experiments under each baseline, and why any other was left out."""
+    selection = selection or Selection()
     rows: list[ExperimentRow] = []
     skipped: list[str] = []
+
+    def consider(entry: dict[str, Any], name: str, baseline: str) -> None:
+        params = params_of(entry)
+        row = experiment_row(entry, name, baseline, params)
+        if isinstance(row, str):
+            skipped.append(f"{name}: {row}")
+        elif selection.keeps(row, params):
+            rows.append(row)
+
     for baseline in entries:
-        if baseline.get("rev") == "workspace":
+        if baseline.get("rev") == WORKSPACE:
+            if (baseline.get("data") or {}).get("metrics"):
+                consider(baseline, WORKSPACE, WORKSPACE)
             continue
         baseline_name = baseline.get("name") or baseline["rev"][:7]
         for group in baseline.get("experiments") or []:
@@ -90,79 +152,97 @@ def parse_experiments(entries: list[dict[str, Any]]) -> tuple[list[ExperimentRow
             if state not in FINISHED_STATES or latest.get("error"):
                 skipped.append(f"{name}: {'failed' if state in FINISHED_STATES else state}")
                 continue
-            row = experiment_row(latest, name, baseline_name)
-            if isinstance(row, str):
-                skipped.append(f"{name}: {row}")
-            else:
-                rows.append(row)
+            consider(latest, name, baseline_name)
     return rows, skipped
 
 
-def experiment_row(entry: dict[str, Any], name: str, baseline: str) -> ExperimentRow | str:
+def params_of(entry: dict[str, Any]) -> dict[str, Any]:
+    """The params.yaml groups of one ``dvc exp show`` entry."""
+    return ((entry.get("data") or {}).get("params", {}).get(PARAMS_FILE, {}).get("data")) or {}
+
+
+def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict[str, Any]) -> ExperimentRow | str:
     """The row of one experiment entry, or the reason it has none."""
     data = entry.get("data") or {}
-    pretrain = (data.get("params", {}).get(PARAMS_FILE, {}).get("data") or {}).get("pretrain", {})
-    top1 = {}
-    for path in (KNN_METRICS, LINEAR_METRICS):
+    accuracy = {}
+    for key, path in METRICS.items():
         metrics = data.get("metrics", {}).get(path, {}).get("data")
         if not isinstance(metrics, dict) or not isinstance(metrics.get("top1"), (int, float)):
             return f"no top1 in {path}"
-        top1[path] = float(metrics["top1"])
-    if not {"sampler", "beta", "tau_plus"} <= pretrain.keys():
-        return f"{PARAMS_FILE} has no pretrain.sampler, pretrain.beta and pretrain.tau_plus"
-    return ExperimentRow(
-        name=name,
-        rev=entry["rev"][:7],
-        baseline=baseline,
-        sampler=str(pretrain["sampler"]),
-        beta=float(pretrain["beta"]),
-        tau_plus=float(pretrain["tau_plus"]),
-        knn_top1=top1[KNN_METRICS],
-        linear_top1=top1[LINEAR_METRICS],
-    )
+        size = metrics.get("test_size")
+        accuracy[key] = Accuracy(float(metrics["top1"]), size if isinstance(size, int) and size > 0 else None)
+    pretrain = params.get("pretrain")
+    if not isinstance(pretrain, dict) or "sampler" not in pretrain:
+        return f"{PARAMS_FILE} has no pretrain.sampler"
+    return ExperimentRow(name=name, rev=str(entry.get("rev", ""))[:7], baseline=baseline, pretrain=pretrain, accuracy=accuracy)
+
+
+def varying_parameters(rows: list[ExperimentRow]) -> list[str]:
+    """The pretrain parameters (other than the sampler) whose values differ between the rows that read them."""
+    names = dict.fromkeys(name for row in rows for name in row.pretrain if name != "sampler")
+    return [name for name in names if len({json.dumps(row.pretrain.get(name)) for row in rows if row.shows(name)}) > 1]
+
+
+def winners(rows: list[ExperimentRow], key: str) -> set[int]:
+    """The index of the row whose ``key`` accuracy beats every other row beyond the 95% intervals (none when it ties)."""
+    if len(rows) < 2:
+        return set()
+    best = max(range(len(rows)), key=lambda index: rows[index].accuracy[key].top1)
+    low = rows[best].accuracy[key].interval[0]
+    others = (row.accuracy[key] for index, row in enumerate(rows) if index != best)
+    return {best} if all(other.interval[1] < low and other.test_size for other in others) and rows[best].accuracy[key].test_size else set()
+
+
+def cell(accuracy: Accuracy, bold: bool) -> str:
+    """``0.9467 (0.921-0.964)``, in bold when it is a clear winner."""
+    low, high = accuracy.interval
+    text = f"{accuracy.top1:.4f}" + (f" ({low:.3f}-{high:.3f})" if accuracy.test_size else "")
+    return f"**{text}**" if bold else text
 
 
 def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
-    """A Markdown table, one row per experiment, the best value of each accuracy column in bold."""
-    best_knn, best_linear = best_top1(rows)
-    baselines = sorted({row.baseline for row in rows})
+    """A Markdown table, one row per experiment; only the parameters that vary, only where the sampler reads them."""
+    columns = varying_parameters(rows)
+    best = {key: winners(rows, key) for key in METRICS}
+    baselines = sorted({row.baseline for row in rows} - {WORKSPACE})
     lines = [
         "# Sweep comparison",
         "",
-        f"Experiments of {', '.join(f'`{name}`' for name in baselines)} from `dvc exp show`; top-1 accuracy on the test split "
-        "(fraction, 4 decimals), best of each column in **bold**.",
+        f"The workspace and the experiments of {', '.join(f'`{name}`' for name in baselines) or 'no commit'} from `dvc exp show`; "
+        "top-1 accuracy on the test split with its 95% interval (Wilson). Only the pretrain parameters that vary are shown, "
+        "and `-` where the row's sampler does not read them. A value is **bold** only when it beats every other row beyond the intervals.",
         "",
-        "| Experiment | Sampler | beta | tau_plus | kNN top-1 | Linear top-1 |",
-        "|:--|:--|--:|--:|--:|--:|",
+        "| " + " | ".join(["Experiment", "Sampler", *columns, "kNN top-1", "Linear top-1"]) + " |",
+        "|" + "|".join([":--", ":--", *["--:"] * len(columns), "--:", "--:"]) + "|",
     ]
-    for row in rows:
-        knn = bold_if(f"{row.knn_top1:.4f}", row.knn_top1 == best_knn)
-        linear = bold_if(f"{row.linear_top1:.4f}", row.linear_top1 == best_linear)
-        lines.append(f"| {row.name} | {row.sampler} | {row.beta:g} | {row.tau_plus:g} | {knn} | {linear} |")
+    for index, row in enumerate(rows):
+        values = [format_value(row.pretrain.get(name)) if row.shows(name) else "-" for name in columns]
+        accuracies = [cell(row.accuracy[key], index in best[key]) for key in METRICS]
+        lines.append("| " + " | ".join([row.name, row.sampler, *values, *accuracies]) + " |")
+    if not any(best.values()) and len(rows) > 1:
+        lines += ["", "No row beats all others beyond the 95% intervals: the differences are within the test-split noise."]
     if skipped:
         lines += ["", "Not tabulated: " + "; ".join(skipped) + "."]
     return "\n".join(lines) + "\n"
 
 
-def best_top1(rows: list[ExperimentRow]) -> tuple[float, float]:
-    """The best kNN and the best linear top-1 over ``rows``."""
-    return max(row.knn_top1 for row in rows), max(row.linear_top1 for row in rows)
-
-
-def bold_if(text: str, condition: bool) -> str:
-    """``**text**`` when ``condition`` holds, else ``text``."""
-    return f"**{text}**" if condition else text
+def format_value(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def csv_table(rows: list[ExperimentRow]) -> str:
-    """The same table as CSV, accuracies at full precision, best-of-column flags as 0/1."""
-    best_knn, best_linear = best_top1(rows)
+    """Every row with every pretrain parameter (empty where its sampler does not read it), accuracies at full precision."""
+    parameters = list(dict.fromkeys(name for row in rows for name in row.pretrain))
+    best = {key: winners(rows, key) for key in METRICS}
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in rows:
-        writer.writerow(
-            [row.name, row.rev, row.baseline, row.sampler, repr(row.beta), repr(row.tau_plus), repr(row.knn_top1), repr(row.linear_top1), int(row.knn_top1 == best_knn), int(row.linear_top1 == best_linear)]
-        )
+    accuracy_columns = [f"{key}_{part}" for key in METRICS for part in ("top1", "low", "high", "best")]
+    writer.writerow(["experiment", "rev", "baseline", *parameters, *accuracy_columns])
+    for index, row in enumerate(rows):
+        values = [row.pretrain.get(name, "") if row.shows(name) else "" for name in parameters]
+        accuracies = []
+        for key in METRICS:
+            accuracy = row.accuracy[key]
+            accuracies += [repr(accuracy.top1), *(repr(bound) for bound in accuracy.interval), int(index in best[key])]
+        writer.writerow([row.name, row.rev, row.baseline, *values, *accuracies])
     return buffer.getvalue()
-

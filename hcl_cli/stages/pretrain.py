@@ -26,6 +26,7 @@ batch (:class:`~hcl_cli.training.probes.HsclProbe`).
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ def run(config: PretrainConfig) -> None:
 def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
     card = load_card(config.data)
+    if context.is_main:
+        for warning in config.ignored_changes():
+            print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     supervised = config.spec.supervised
     splits = ["train"] + (["unlabeled"] if "unlabeled" in card["counts"] and not supervised else [])
     check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **config.loss_options(0))
@@ -75,7 +79,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         context.seed_everything(config.seed)
         model, step = build_training(config, card, context)
         store = CheckpointStore(Path(config.out) / "checkpoints")
-        identity = {**config.params(), "dataset": card["name"], "world_size": context.world_size}
+        # Like epochs, max_steps only says when to stop: a resume may change it.
+        identity = {**config.params(), "dataset": card["name"], "world_size": context.world_size, "max_steps": None}
         training = TrainingRun(config, model, step, images, labels, store, identity, context, steps_per_epoch)
         log = TrainingLog(config.live_dir) if context.is_main else None
 

@@ -161,7 +161,7 @@ def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, loss_opt
             path = training.save(position, totals)
             if stop_requested:
                 raise interrupted(stop, position, path)
-    return last
+    return max(first_step, last)
 
 
 def epoch_order(size: int, seed: int, epoch: int) -> Tensor:
