@@ -18,7 +18,7 @@ the pointer on a complete checkpoint, the previous one or the new one, never on 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from hcl_cli.artifacts import TensorSpec, first_line, library_versions, load_artifact, read_json, save_artifact, sidecar_path, write_json
+from hcl_cli.artifacts import (
+    TensorSpec,
+    first_line,
+    is_finite_number,
+    library_versions,
+    load_artifact,
+    read_json,
+    save_artifact,
+    sidecar_path,
+    write_json,
+)
 from hcl_cli.errors import HclError, UsageError
 
 CHECKPOINT_KIND = "checkpoint"
@@ -127,34 +137,46 @@ class CheckpointStore:
         return path
 
     def load(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer, identity: Mapping[str, Any], epochs: int, *, finished_run: bool = True
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        identity: Mapping[str, Any],
+        epochs: int,
+        *,
+        finished_run: bool = True,
+        steps_per_epoch: int | None = None,
+        epoch_total_fields: Collection[str] | None = None,
     ) -> Checkpoint | None:
         """Restore model, optimizer and RNG states from the newest checkpoint; None when there is none.
 
         A checkpoint made with other parameters (other than ``epochs``), on another dataset, past
-        ``epochs``, or (with ``finished_run=False``) of a run that already did all ``epochs``
-        raises :class:`CheckpointMismatch` before anything is restored; a corrupt or foreign one a
-        one-line HclError.
+        ``epochs``, (with ``finished_run=False``) of a run that already did all ``epochs``, with a
+        step past the end of an epoch of ``steps_per_epoch`` steps, or written by an hcl that did
+        not bind its files with a hash, raises :class:`CheckpointMismatch` before anything is
+        restored. A corrupt or foreign one is a one-line HclError naming the file and the field:
+        among them a ``loop_state.epoch_totals`` that is not an object of numbers, or (when
+        ``epoch_total_fields`` is given) one whose keys are not exactly those fields.
         """
         path = self.latest()
         if path is None:
             return None
+        if "sha256" not in read_json(sidecar_path(path), what="checkpoint sidecar"):
+            raise CheckpointMismatch(f"{path} was written by an older hcl (its sidecar records no 'sha256')")
         tensors, sidecar = load_artifact(path, CHECKPOINT_KIND, CHECKPOINT_TENSORS)
-        try:
-            position = TrainingPosition(int(sidecar["position"]["epoch"]), int(sidecar["position"]["step"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise HclError(f"{path}: the sidecar records no valid 'position' ({exc})") from exc
+        position = _read_position(path, sidecar.get("position"))
         _check_identity(path, sidecar.get("identity"), identity)
         if position.epoch > epochs:
             raise CheckpointMismatch(f"{path} has done {position.epoch} epochs, more than --epochs {epochs}")
         if position.epoch == epochs and not finished_run:
             raise CheckpointMismatch(f"{path} is a finished run of {epochs} epochs")
+        if steps_per_epoch is not None and position.step > steps_per_epoch:
+            raise CheckpointMismatch(f"{path}: 'position.step' {position.step} lies past the end of an epoch of {steps_per_epoch} steps")
+        loop_state = _read_loop_state(path, sidecar.get("loop_state"), epoch_total_fields)
         try:
             model.load_state_dict({name.removeprefix("model."): t for name, t in tensors.items() if name.startswith("model.")})
             optimizer.load_state_dict(_unflatten_optimizer(tensors, sidecar["optimizer"]["param_groups"]))
             _match_parameter_layouts(optimizer)
             _restore_rng(tensors, sidecar["rng"])
-            loop_state = dict(sidecar["loop_state"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise HclError(f"{path}: not a checkpoint of this model ({first_line(exc)})") from exc
         return Checkpoint(position, loop_state, path)
@@ -171,6 +193,39 @@ class CheckpointStore:
             for path in self.folder.glob(pattern):
                 if path.name not in kept:
                     path.unlink(missing_ok=True)
+
+
+def _read_position(path: Path, recorded: Any) -> TrainingPosition:
+    """The sidecar's ``position``: non-negative integers ``epoch`` and ``step``."""
+    if not isinstance(recorded, dict):
+        raise HclError(f"{path}: the sidecar records no 'position' object (got {recorded!r})")
+    for field in ("epoch", "step"):
+        value = recorded.get(field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise HclError(f"{path}: the sidecar's 'position.{field}' must be a non-negative integer (got {value!r})")
+    return TrainingPosition(recorded["epoch"], recorded["step"])
+
+
+def _read_loop_state(path: Path, recorded: Any, epoch_total_fields: Collection[str] | None) -> dict[str, Any]:
+    """The sidecar's ``loop_state``, its ``epoch_totals`` (if any, or if fields are asked for) an object of numbers."""
+    if not isinstance(recorded, dict):
+        raise HclError(f"{path}: the sidecar records no 'loop_state' object (got {recorded!r})")
+    if "epoch_totals" not in recorded and epoch_total_fields is None:
+        return dict(recorded)
+    totals = recorded.get("epoch_totals")
+    if not isinstance(totals, dict):
+        raise HclError(f"{path}: the sidecar's 'loop_state.epoch_totals' must be an object of numbers (got {totals!r})")
+    for key, value in totals.items():
+        if not is_finite_number(value):
+            raise HclError(f"{path}: the sidecar's 'loop_state.epoch_totals.{key}' must be a finite number (got {value!r})")
+    if epoch_total_fields is not None:
+        missing, extra = sorted(set(epoch_total_fields) - totals.keys()), sorted(totals.keys() - set(epoch_total_fields))
+        if missing or extra:
+            raise HclError(
+                f"{path}: the sidecar's 'loop_state.epoch_totals' lacks {', '.join(missing) or 'nothing'} "
+                f"and has unknown {', '.join(extra) or 'nothing'} (expected {', '.join(epoch_total_fields)})"
+            )
+    return dict(recorded)
 
 
 def _check_identity(path: Path, saved: Any, current: Mapping[str, Any]) -> None:

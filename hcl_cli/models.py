@@ -20,7 +20,7 @@ import torchvision
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from hcl_cli.artifacts import library_versions, load_artifact, save_artifact
+from hcl_cli.artifacts import is_finite_number, library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError, UsageError
 
 BUILT_ARCHS = ("small_cnn", "resnet18", "resnet50")
@@ -31,6 +31,7 @@ SMALL_CNN_MIN_SIZE = 7
 SMALL_CNN_FEATURE_DIM = 128
 CIFAR_STEM_MAX_SIZE = 64
 SIZE_FIELDS = ("in_channels", "image_size", "projection_dim")
+NORMALISATION_FIELDS = ("mean", "std")
 
 
 def resolve_arch(arch: str, image_size: int) -> str:
@@ -177,7 +178,8 @@ def save_encoder(path: str | os.PathLike[str], model: nn.Module, meta: dict[str,
 def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[ContrastiveModel, dict[str, Any]]:
     """Rebuild the model the sidecar names, load its weights, and return it in eval mode with the sidecar.
 
-    Any mismatch between the stored tensors and that architecture is a one-line HclError.
+    Any mismatch between the stored tensors and that architecture, a sidecar without a per-channel
+    ``mean`` and ``std``, or a non-finite weight is a one-line HclError naming the file.
     """
     tensors, sidecar = load_artifact(path, ENCODER_KIND, expected={}, device=device)
     arch = sidecar.get("arch")
@@ -189,6 +191,15 @@ def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu
             raise HclError(f"{path}: sidecar field {name!r} must be a positive integer (got {value!r})")
     model = build_model(arch, sidecar["in_channels"], sidecar["image_size"], sidecar["projection_dim"])
     check_state_dict(path, model.state_dict(), tensors)
+    for name in NORMALISATION_FIELDS:
+        values = sidecar.get(name)
+        if not isinstance(values, list) or len(values) != sidecar["in_channels"] or not all(is_finite_number(value) for value in values):
+            raise HclError(f"{path}: sidecar field {name!r} must be a list of {sidecar['in_channels']} numbers, one per channel (got {values!r})")
+    if not all(value > 0 for value in sidecar["std"]):
+        raise HclError(f"{path}: sidecar field 'std' must hold positive numbers (got {sidecar['std']!r})")
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not tensor.isfinite().all():
+            raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
     model.load_state_dict(tensors)
     return model.to(device).eval(), sidecar
 

@@ -159,3 +159,40 @@ def test_load_rejects_a_truncated_file(tmp_path: Path) -> None:
 def test_load_of_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(HclError, match="encoder not found"):
         load_encoder(tmp_path / "nope.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"mean": None}, "sidecar field 'mean' must be a list of 1 numbers, one per channel .got None."),
+        ({"std": [0.4, 0.4]}, "sidecar field 'std' must be a list of 1 numbers"),
+        ({"mean": ["0.3"]}, "sidecar field 'mean' must be a list of 1 numbers"),
+        ({"std": [0.0]}, "sidecar field 'std' must hold positive numbers"),
+    ],
+)
+def test_load_names_the_file_and_a_bad_normalisation_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    path = tmp_path / "encoder.safetensors"
+    meta = {key: value for key, value in {**META, **changes}.items() if value is not None}
+    save_encoder(path, build_model("small_cnn", 1, 8, 16), meta)
+    with pytest.raises(HclError, match=f"^{path}: {message}") as caught:
+        load_encoder(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_load_refuses_nan_weights(tmp_path: Path) -> None:
+    model = build_model("small_cnn", 1, 8, 16)
+    with torch.no_grad():
+        model.head.output_layer.bias[3] = float("nan")
+    path = tmp_path / "encoder.safetensors"
+    save_encoder(path, model, META)
+    with pytest.raises(HclError, match=f"^{path}: tensor 'head.output_layer.bias' holds NaN or infinite weights$"):
+        load_encoder(path)
+
+
+def test_load_refuses_a_flipped_bit_in_the_weights(tmp_path: Path) -> None:
+    path = write_encoder(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    with pytest.raises(HclError, match=f"^{path}: the tensor file does not match the 'sha256' its sidecar"):
+        load_encoder(path)
