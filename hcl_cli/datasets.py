@@ -11,6 +11,7 @@ file, so ``pretrain`` and ``embed`` never decode an image again.
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -66,6 +67,7 @@ def load_digits(test_fraction: float, seed: int, image_size: int = 0) -> SourceD
     digits = sklearn_digits()
     images = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)[:, None]
     labels = digits.target.astype(np.int64)
+    check_split_sizes(len(labels), len(digits.target_names), test_fraction)
     train_index, test_index = train_test_split(
         np.arange(len(labels)), test_size=test_fraction, random_state=seed, stratify=labels
     )
@@ -75,6 +77,18 @@ def load_digits(test_fraction: float, seed: int, image_size: int = 0) -> SourceD
     classes = [str(name) for name in digits.target_names]
     source = f"sklearn.datasets.load_digits, stratified split with test_fraction={test_fraction}"
     return SourceDataset(splits, classes, source)
+
+
+def check_split_sizes(count: int, num_classes: int, test_fraction: float) -> None:
+    """A stratified split needs each split to hold at least one image per class; a UsageError names the counts."""
+    test = math.ceil(test_fraction * count)  # as scikit-learn's train_test_split rounds
+    train = count - test
+    if min(train, test) < num_classes:
+        lowest, highest = math.ceil(num_classes / count * 1e4) / 1e4, math.floor((1 - num_classes / count) * 1e4) / 1e4
+        raise UsageError(
+            f"--test-fraction {test_fraction} leaves {train} train and {test} test images of {count}, but each split needs "
+            f"at least one image per class ({num_classes} classes): use a value between {lowest:.4f} and {highest:.4f}"
+        )
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,12 @@ the tests register their fixtures' own MD5s in the dataset class's file table (`
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
+import shutil
+import signal
+import subprocess
+import sys
 import tarfile
 import urllib.error
 from collections.abc import Callable
@@ -23,7 +28,7 @@ import torchvision.datasets
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from hcl_cli.artifacts import save_artifact, write_json
+from hcl_cli.artifacts import OWNED_FILES, save_artifact, write_json
 from hcl_cli.cli import main
 from hcl_cli.config import PrepareConfig
 from hcl_cli.datasets import load_card, load_split
@@ -116,7 +121,7 @@ def _run_cli(args: list[str]) -> int:
 
 def _assert_no_output(out: Path) -> None:
     assert not out.exists()
-    assert not out.parent.exists() or [entry.name for entry in out.parent.iterdir() if entry.name.startswith(f".{out.name}.")] == []
+    assert not out.parent.exists() or [entry.name for entry in out.parent.iterdir() if entry.name.startswith((f".{out.name}.", f".hcl.{out.name}."))] == []
 
 
 def test_digits_counts_split_and_pixel_values(tmp_path: Path) -> None:
@@ -253,6 +258,9 @@ def test_rerun_replaces_an_earlier_output(tmp_path: Path) -> None:
     _prepare(tmp_path, seed=3)
     assert load_card(out)["seed"] == 3
     assert sorted(entry.name for entry in tmp_path.iterdir()) == ["prepared"]
+    listed = json.loads((out / OWNED_FILES).read_text())["files"]
+    assert sorted(listed) == ["card.json", "test.json", "test.safetensors", "train.json", "train.safetensors"]
+    assert sorted(entry.name for entry in out.iterdir()) == sorted([*listed, OWNED_FILES])
 
 
 def test_failed_write_keeps_the_earlier_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,6 +332,22 @@ def _bad_test_fraction(root: Path) -> list[str]:
     return ["--test-fraction", "1.5"]
 
 
+def _test_fraction_below_one_image_per_class(root: Path) -> list[str]:
+    return ["--test-fraction", "0.001"]
+
+
+def _test_fraction_above_one_image_per_class(root: Path) -> list[str]:
+    return ["--test-fraction", "0.999"]
+
+
+def _out_is_the_path(root: Path) -> list[str]:
+    return ["--dataset", "imagefolder", "--path", "data/prepared"]
+
+
+def _out_contains_the_path(root: Path) -> list[str]:
+    return ["--dataset", "imagefolder", "--path", "data/prepared/raw"]
+
+
 @pytest.mark.parametrize(
     ("make_case", "exit_code", "message"),
     [
@@ -337,6 +361,10 @@ def _bad_test_fraction(root: Path) -> list[str]:
         (_foreign_test_classes, 1, "missing: b; extra: c"),
         (_only_corrupt_files, 1, "no readable image in class folder(s): b"),
         (_mixed_sizes, 2, "pass --image-size"),
+        (_test_fraction_below_one_image_per_class, 2, "--test-fraction 0.001 leaves 1795 train and 2 test images of 1797, but each split needs at least one image per class (10 classes)"),
+        (_test_fraction_above_one_image_per_class, 2, "--test-fraction 0.999 leaves 1 train and 1796 test images of 1797"),
+        (_out_is_the_path, 2, "--out data/prepared is also the input --path data/prepared: choose another --out"),
+        (_out_contains_the_path, 2, "--out data/prepared is also the input --path data/prepared/raw ("),
     ],
 )
 def test_bad_input_gives_one_line_and_no_output(
@@ -386,6 +414,111 @@ def test_refuses_to_replace_a_folder_it_did_not_write(tmp_path: Path) -> None:
     with pytest.raises(HclError, match="did not write"):
         prepare.run(PrepareConfig(out=str(out)))
     assert (out / "thesis.tex").read_text() == "precious"
+
+
+def test_a_card_json_does_not_make_a_users_folder_replaceable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "card.json").write_text('{"mine": true}')
+    (out / "thesis.tex").write_text("precious")
+    code = _run_cli(["prepare", "--out", str(out)])
+    errors = capsys.readouterr().err.splitlines()
+    assert code == 1 and len(errors) == 1
+    assert errors[0] == f"hcl prepare: error: --out {out} is a folder that hcl prepare did not write (no {OWNED_FILES}): give a new or empty folder"
+    assert sorted(p.name for p in out.iterdir()) == ["card.json", "thesis.tex"] and (out / "thesis.tex").read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def test_a_file_added_to_a_prepared_folder_is_never_deleted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _prepare(tmp_path)
+    (out / "notes.txt").write_text("mine")
+    code = _run_cli(["prepare", "--seed", "2", "--out", str(out)])
+    error = capsys.readouterr().err.strip()
+    assert code == 1 and error == f"hcl prepare: error: --out {out} holds files that hcl prepare did not write (notes.txt): move them away or give another folder"
+    assert (out / "notes.txt").read_text() == "mine" and load_card(out)["seed"] == 0
+
+
+def test_out_inside_a_prepared_folder_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _prepare(tmp_path)
+    code = _run_cli(["prepare", "--out", str(out / "nested")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and error.startswith(f"hcl prepare: error: --out {out / 'nested'} lies inside {out}, a folder hcl writes whole")
+    assert not (out / "nested").exists()
+
+
+def test_an_empty_folder_is_filled(tmp_path: Path) -> None:
+    (tmp_path / "prepared").mkdir()
+    assert load_card(_prepare(tmp_path))["name"] == "digits"
+
+
+def _symlink_to_a_prepared_folder(tmp_path: Path) -> Path:
+    real = _prepare(tmp_path / "real")
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    return tmp_path / "link"
+
+
+def _regular_file(tmp_path: Path) -> Path:
+    (tmp_path / "prepared").write_text("a file")
+    return tmp_path / "prepared"
+
+
+@pytest.mark.parametrize(
+    ("make_out", "message"),
+    [
+        (lambda tmp_path: Path("/dev/null"), "--out /dev/null is a device or special file, not a folder"),
+        (_regular_file, "is a file: give a folder for the prepared dataset"),
+        (_symlink_to_a_prepared_folder, "is a symbolic link: give the prepared dataset folder itself"),
+    ],
+)
+def test_out_must_be_a_real_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str], make_out: Callable[[Path], Path], message: str) -> None:
+    out = make_out(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    code = _run_cli(["prepare", "--out", str(out)])
+    errors = capsys.readouterr().err.splitlines()
+    assert code == 1 and len(errors) == 1 and message in errors[0] and str(out) in errors[0]
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert Path("/dev/null").is_char_device()
+
+
+KILL_AT_RENAME = """
+import os, signal, sys
+from hcl_cli.config import PrepareConfig
+from hcl_cli.stages import prepare
+
+real_rename = os.rename
+def rename(source, target):
+    if ".staging" in os.fspath(source):
+        os.kill(os.getpid(), signal.SIGKILL)  # killed after the old dataset was moved aside
+    real_rename(source, target)
+os.rename = rename
+prepare.run(PrepareConfig(out=sys.argv[1], seed=4))
+"""
+
+
+def test_a_killed_run_leaves_siblings_that_the_next_run_removes(tmp_path: Path) -> None:
+    out = _prepare(tmp_path)
+    process = subprocess.run([sys.executable, "-c", KILL_AT_RENAME, str(out)], capture_output=True, text=True)
+    assert process.returncode == -signal.SIGKILL, process.stderr
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name != "prepared")
+    assert sorted(name.rsplit(".", 1)[1] for name in leftovers) == ["old", "staging"], leftovers
+    assert not out.exists(), "killed after the previous dataset was moved aside"
+    assert all(name.startswith(".hcl.prepared.") and len(name) < 64 for name in leftovers)
+    _prepare(tmp_path, seed=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared"] and load_card(out)["seed"] == 5
+
+
+def test_leftovers_of_earlier_versions_lose_only_the_files_hcl_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    earlier = _prepare(tmp_path / "earlier")
+    (earlier / OWNED_FILES).unlink()  # earlier versions wrote no manifest
+    retired, staging = tmp_path / ".prepared.old-0123456789ab", tmp_path / ".prepared.tmp-0123456789ab"
+    shutil.copytree(earlier, retired)
+    shutil.copytree(earlier, staging)
+    (staging / ".train.safetensors.abcd_123.tmp").write_bytes(b"half")
+    (retired / "thesis.tex").write_text("precious")
+    _prepare(tmp_path)
+    assert sorted(p.name for p in retired.iterdir()) == ["thesis.tex"], "only hcl's files are deleted"
+    assert not staging.exists()
+    assert f"kept {retired}" in capsys.readouterr().err
 
 
 def test_readers_reject_missing_and_foreign_folders(tmp_path: Path) -> None:

@@ -1,25 +1,40 @@
 """``hcl prepare``: decode a dataset once into uint8 tensors, labels and a dataset card.
 
 The output folder holds ``train.safetensors``, ``test.safetensors`` (and ``unlabeled.safetensors``
-for STL-10), each of kind ``dataset-split``, and ``card.json``. The whole folder is built in a
-hidden sibling and renamed into place at the end, so a failure or a kill never leaves a partial
-folder where ``pretrain`` would read it.
+for STL-10), each of kind ``dataset-split`` with its sidecar, ``card.json``, and the manifest
+:data:`~hcl_cli.artifacts.OWNED_FILES` listing those files. The whole folder is built in a hidden
+sibling and renamed into place at the end, so a failure or a kill never leaves a partial folder
+where ``pretrain`` would read it. Only a folder hcl prepare wrote (its manifest lists every file
+in it) or an empty one is replaced, and of the folder it replaces only the listed files are
+deleted. The hidden siblings a killed run left behind are removed by the next run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import uuid
-from collections.abc import Iterator
+import stat
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
 
-from hcl_cli.artifacts import SCHEMA_VERSION, library_versions, save_artifact, write_json
+from hcl_cli.artifacts import (
+    OWNED_FILES,
+    SCHEMA_VERSION,
+    check_outputs_apart,
+    foreign_entries,
+    library_versions,
+    remove_owned_folder,
+    save_artifact,
+    stale_siblings,
+    temp_sibling,
+    write_json,
+    write_owned_folder_manifest,
+)
 from hcl_cli.config import PrepareConfig
-from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SourceDataset, load_source
+from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, SourceDataset, load_source
 from hcl_cli.errors import HclError, UsageError
 
 STATISTICS_CHUNK = 4096
@@ -28,11 +43,12 @@ STATISTICS_CHUNK = 4096
 def run(config: PrepareConfig) -> None:
     """Decode ``config.dataset`` and write the prepared folder ``config.out``."""
     out = Path(config.out)
+    check_outputs_apart({"--path": config.path} if config.dataset != "digits" else {}, {"--out": out})
     _check_replaceable(out)
     dataset = load_source(config)
     card = dataset_card(config, dataset)
     versions = library_versions()
-    with _staging_folder(out) as staging:
+    with _staging_folder(out, folder_files(dataset.splits)) as staging:
         for split, (images, labels) in dataset.splits.items():
             meta = {"dataset": card["name"], "split": split, "versions": versions}
             save_artifact(staging / f"{split}.safetensors", {"images": images, "labels": labels}, kind=SPLIT_KIND, meta=meta)
@@ -75,35 +91,72 @@ def channel_mean_std(images: torch.Tensor) -> tuple[list[float], list[float]]:
     return mean.tolist(), std.tolist()
 
 
+def folder_files(splits: Iterable[str]) -> list[str]:
+    """The files of a prepared folder holding ``splits``: each split's tensors and sidecar, and the card."""
+    return [CARD_FILE, *(name for split in splits for name in (f"{split}.safetensors", f"{split}.json"))]
+
+
 def _check_replaceable(out: Path) -> None:
-    """Refuse, before any work, to replace anything but an empty folder or an earlier prepare output."""
+    """Refuse, before any work, to replace anything but an empty folder or one hcl prepare wrote whole."""
     if out.name in ("", ".."):
         raise UsageError(f"--out {out} must name the prepared dataset folder itself, not . or ..")
-    if out.is_file():
+    try:
+        mode = os.lstat(out).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise HclError(f"cannot read --out {out}: {exc.strerror or exc}") from exc
+    if stat.S_ISLNK(mode):
+        raise HclError(f"--out {out} is a symbolic link: give the prepared dataset folder itself")
+    if stat.S_ISREG(mode):
         raise HclError(f"--out {out} is a file: give a folder for the prepared dataset")
-    if out.is_dir() and any(out.iterdir()) and not (out / CARD_FILE).is_file():
-        raise HclError(f"--out {out} is a folder that hcl prepare did not write (no {CARD_FILE}): give a new or empty folder")
+    if not stat.S_ISDIR(mode):
+        raise HclError(f"--out {out} is a device or special file, not a folder: give a folder for the prepared dataset")
+    if not any(out.iterdir()):
+        return
+    foreign = foreign_entries(out)
+    if foreign is None:
+        raise HclError(f"--out {out} is a folder that hcl prepare did not write (no {OWNED_FILES}): give a new or empty folder")
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise HclError(f"--out {out} holds files that hcl prepare did not write ({listed}): move them away or give another folder")
 
 
 @contextlib.contextmanager
-def _staging_folder(out: Path) -> Iterator[Path]:
-    """Yield a hidden sibling of ``out`` to fill; on success it replaces ``out``, on failure it is removed."""
+def _staging_folder(out: Path, files: list[str]) -> Iterator[Path]:
+    """Yield a hidden sibling of ``out`` to fill with ``files``; on success it replaces ``out``, on failure it is removed.
+
+    The siblings that killed runs left (a half-filled staging folder, the previous dataset moved
+    aside) are removed first, each only of the files hcl wrote in it.
+    """
+    _remove_leftovers(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:12]}")
+        staging = temp_sibling(out, "staging")
         staging.mkdir()
     except OSError as exc:
         raise HclError(f"cannot write {out}: {exc.strerror or exc}") from exc
     try:
+        write_owned_folder_manifest(staging, files)
         yield staging
+        _check_replaceable(out)
         _replace_folder(staging, out)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging.exists():
+            remove_owned_folder(staging)
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Remove the staging folders and retired datasets that killed runs left beside ``out``."""
+    for leftover in stale_siblings(out, "staging") + stale_siblings(out, "old"):
+        if leftover.is_dir() and not leftover.is_symlink() and not remove_owned_folder(leftover, fallback=folder_files(SPLITS)):
+            print(f"hcl prepare: warning: kept {leftover}, left by an interrupted run: it holds files hcl did not write", file=sys.stderr)
 
 
 def _replace_folder(staging: Path, out: Path) -> None:
-    """Rename ``staging`` to ``out``; an existing ``out`` is moved aside first, and put back if that rename fails."""
-    retired = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:12]}")
+    """Rename ``staging`` to ``out``; an existing ``out`` is moved aside first (and put back if that rename fails), then
+    its files are deleted."""
+    retired = temp_sibling(out, "old")
     try:
         if out.exists():
             os.rename(out, retired)
@@ -115,4 +168,5 @@ def _replace_folder(staging: Path, out: Path) -> None:
             raise
     except OSError as exc:
         raise HclError(f"cannot replace {out}: {exc.strerror or exc}") from exc
-    shutil.rmtree(retired, ignore_errors=True)
+    if retired.exists() and not remove_owned_folder(retired):
+        print(f"hcl prepare: warning: kept {retired}, the previous {out}: it holds files hcl did not write", file=sys.stderr)
