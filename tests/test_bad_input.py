@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -48,6 +49,26 @@ def empty_embeddings(run: Path) -> None:
     (run / "empty.json").write_bytes((run / "embeddings.json").read_bytes())
 
 
+def nan_encoder(run: Path) -> None:
+    model = build_model("small_cnn", 1, 8, 16)
+    with torch.no_grad():
+        next(model.parameters())[0].fill_(float("nan"))
+    save_encoder(run / "nan.safetensors", model, json.loads((run / "encoder.json").read_text()))
+
+
+def encoder_without_mean(run: Path) -> None:
+    meta = {key: value for key, value in json.loads((run / "encoder.json").read_text()).items() if key != "mean"}
+    save_encoder(run / "nomean.safetensors", build_model("small_cnn", 1, 8, 16), meta)
+
+
+def encoder_with_an_old_sidecar(run: Path) -> None:
+    """What a kill between the two renames of a save leaves: new weights, the previous sidecar (same shapes)."""
+    shutil.copy(run / "encoder.json", run / "stale.json")
+    torch.manual_seed(1)
+    save_encoder(run / "stale.safetensors", build_model("small_cnn", 1, 8, 16), json.loads((run / "encoder.json").read_text()))
+    shutil.copy(run / "encoder.json", run / "stale.json")
+
+
 CASES = [
     # Usage errors (exit 2): wrong types, out-of-range values, unknown names.
     Case("unknown sampler", ["pretrain", "--sampler", "hard"], USAGE, "--sampler must be one of"),
@@ -82,6 +103,9 @@ CASES = [
     Case("missing embeddings", ["knn-eval", "--embeddings", "{run}/none.safetensors", "--out", "{run}/out/knn.json"], RUNTIME, "none.safetensors"),
     Case("empty embeddings file", ["linear-eval", "--embeddings", "{run}/empty.safetensors", "--out", "{run}/out/linear.json"], RUNTIME, "empty.safetensors: not a readable safetensors file", empty_embeddings),
     Case("missing metrics folder", ["report", "--metrics", "{run}/no-metrics", "--out", "{run}/out/report.md"], RUNTIME, "no-metrics"),
+    Case("encoder with NaN weights", ["embed", "--data", "{run}/prepared", "--model", "{run}/nan.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "nan.safetensors: tensor 'backbone.features.0.0.weight' holds NaN or infinite weights", nan_encoder),
+    Case("encoder sidecar without mean", ["embed", "--data", "{run}/prepared", "--model", "{run}/nomean.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "nomean.safetensors: sidecar field 'mean' must be a list of 1 numbers", encoder_without_mean),
+    Case("encoder with another save's sidecar", ["embed", "--data", "{run}/prepared", "--model", "{run}/stale.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "stale.safetensors: the tensor file does not match the 'sha256' its sidecar", encoder_with_an_old_sidecar),
     Case("output under a regular file", ["knn-eval", "--k", "5", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/a-file/knn.json"], RUNTIME, "a-file", write_bytes("a-file", b"not a folder")),
 ]
 
@@ -125,10 +149,13 @@ def test_bad_input(case: Case, run_folder: Path, tmp_path: Path, monkeypatch: py
     if case.setup is not None:
         target = work if case.name == "malformed params.yaml" else run
         case.setup(target)
-    code, err = invoke([fill(a, run) for a in case.argv], capsys)
-    assert code == case.code, err
-    assert_one_line_error(err, case.argv[0], fill(case.message, run))
-    assert not (run / "out").exists() or not any((run / "out").rglob("*.*")), "no partial artifact is left"
+    try:
+        code, err = invoke([fill(a, run) for a in case.argv], capsys)
+        assert code == case.code, err
+        assert_one_line_error(err, case.argv[0], fill(case.message, run))
+        assert not (run / "out").exists() or not any((run / "out").rglob("*.*")), "no partial artifact is left"
+    finally:
+        shutil.rmtree(run / "out", ignore_errors=True)  # a failing case leaves nothing for the next one
 
 
 def test_debug_flag_shows_the_traceback(run_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,3 +177,41 @@ def test_disk_full_leaves_the_previous_metrics_intact(run_folder: Path, tmp_path
     assert_one_line_error(err, "knn-eval", "No space left on device")
     assert out.read_text() == '{"top1": 0.5}\n', "the previous file is untouched"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["knn.json"], "no temporary file is left"
+
+
+OVERLAPS = [
+    (["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/encoder.safetensors"], "--out {run}/encoder.safetensors is also the input --model {run}/encoder.safetensors: choose another --out"),
+    (["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/encoder.json"], "--out {run}/encoder.json is also the input --model {run}/encoder.safetensors (both use {run}/encoder.json)"),
+    (["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/prepared/e.safetensors"], "--out {run}/prepared/e.safetensors is also the input --data {run}/prepared"),
+    (["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.safetensors"], "--out {run}/embeddings.safetensors is also the input --embeddings"),
+    (["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"], "--out {run}/embeddings.json is also the input --embeddings"),
+    (["linear-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"], "--out {run}/embeddings.json is also the input --embeddings"),
+    (["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/prepared/knn.json"], "--out {run}/prepared/knn.json lies inside {run}/prepared, a folder hcl writes whole"),
+    (["report", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"], "--out {run}/embeddings.json is also the input --embeddings"),
+    (["report", "--data", "{run}/prepared", "--out", "{run}/prepared/report.md"], "--out {run}/prepared/report.md is also the input --data {run}/prepared"),
+    (["report", "--metrics", "{run}", "--out", "{run}/report.md"], "--out {run}/report.md is also the input --metrics {run}"),
+    (["report", "--plots", "{run}/figures", "--out", "{run}/report.md"], "--out (its figures) {run}/figures is also the input --plots {run}/figures"),
+    (["prepare", "--dataset", "imagefolder", "--path", "{run}/prepared", "--out", "{run}/prepared"], "--out {run}/prepared is also the input --path {run}/prepared"),
+]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize(("argv", "message"), OVERLAPS, ids=[f"{argv[0]} {argv[-1].removeprefix('{run}/')}" for argv, _ in OVERLAPS])
+def test_an_output_that_is_an_input_is_refused_before_anything_is_read(
+    argv: list[str], message: str, run_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(run_folder)
+
+    def no_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an input was read before the outputs were checked")
+
+    for reader in ("load_card", "load_split", "load_encoder", "load_embeddings", "read_metrics", "load_source"):
+        for module in ("embed", "knn_eval", "linear_eval", "report", "prepare"):
+            monkeypatch.setattr(f"hcl_cli.stages.{module}.{reader}", no_read, raising=False)
+    code, err = invoke([fill(a, run_folder) for a in argv], capsys)
+    assert code == USAGE, err
+    assert_one_line_error(err, argv[0], fill(message, run_folder))
+    assert snapshot(run_folder) == before, "no input was touched"

@@ -19,7 +19,7 @@ from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, loss_key
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, UsageError
 from hcl_cli.models import build_model, save_encoder
 from hcl_cli.stages import embed, prepare, report
 
@@ -146,3 +146,33 @@ def test_cli_reports_a_missing_metrics_folder_in_one_line(tmp_path: Path, capsys
     error = capsys.readouterr().err.strip()
     assert error == "hcl report: error: metrics folder nowhere not found: run hcl knn-eval and hcl linear-eval first"
     assert not (tmp_path / "reports").exists()
+
+
+def test_every_input_is_read_before_anything_is_written(run_folder: Path, tmp_path: Path) -> None:
+    """A corrupt input that only the last figures read leaves no figure of the earlier ones, and no report."""
+    embeddings = tmp_path / "embeddings.safetensors"
+    embeddings.write_bytes((run_folder / "data" / "embeddings.safetensors").read_bytes()[:100])
+    (tmp_path / "embeddings.json").write_bytes((run_folder / "data" / "embeddings.json").read_bytes())
+    out = tmp_path / "reports" / "report.md"
+    with pytest.raises(HclError, match="embeddings.safetensors: not a readable safetensors file"):
+        report.run(report_config(run_folder, embeddings=str(embeddings), out=str(out)))
+    assert not (tmp_path / "reports").exists(), "the loss and kNN curves were drawn before the embeddings were read"
+
+
+def test_a_model_whose_sidecar_lost_its_hash_fails_before_any_figure(run_folder: Path, tmp_path: Path) -> None:
+    model = tmp_path / "encoder.safetensors"
+    model.write_bytes((run_folder / "models" / "encoder.safetensors").read_bytes())
+    sidecar = json.loads((run_folder / "models" / "encoder.json").read_text())
+    (tmp_path / "encoder.json").write_text(json.dumps({**sidecar, "sha256": "0" * 64}))
+    out = tmp_path / "reports" / "report.md"
+    with pytest.raises(HclError, match="encoder.safetensors: the tensor file does not match"):
+        report.run(report_config(run_folder, model=str(model), out=str(out)))
+    assert not (tmp_path / "reports").exists()
+
+
+def test_out_into_an_input_is_a_usage_error(run_folder: Path) -> None:
+    before = sorted(path.name for path in (run_folder / "metrics").iterdir())
+    with pytest.raises(UsageError, match=r"--out .*metrics/knn.json is also the input --metrics .*metrics \(.* lies inside the folder"):
+        report.run(report_config(run_folder, out=str(run_folder / "metrics" / "knn.json")))
+    assert sorted(path.name for path in (run_folder / "metrics").iterdir()) == before
+    assert json.loads((run_folder / "metrics" / "knn.json").read_text())["top1"] == KNN["top1"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import EmbedConfig
 from hcl_cli.datasets import load_card, load_split
@@ -21,6 +22,7 @@ from hcl_cli.runtime import resolve_device
 
 def run(config: EmbedConfig) -> None:
     """Embed the train and test splits of ``config.data`` with the encoder ``config.model``."""
+    check_outputs_apart({"--data": config.data, "--model": config.model}, {"--out": config.out})
     card = load_card(config.data)
     device = resolve_device(config.device)
     model, sidecar = load_encoder(config.model, device)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hcl_cli.artifacts import write_json
+from hcl_cli.artifacts import check_outputs_apart, write_json
 from hcl_cli.config import KnnConfig
 from hcl_cli.embeddings import load_embeddings, topk_accuracy
 from hcl_cli.knn import knn_predict
@@ -11,6 +11,7 @@ from hcl_cli.runtime import resolve_device
 
 def run(config: KnnConfig) -> None:
     """Score the test split against the train split's bank and write ``config.out``."""
+    check_outputs_apart({"--embeddings": config.embeddings}, {"--out": config.out})
     device = resolve_device(config.device)
     data = load_embeddings(config.embeddings, config.feature)
     scores = knn_predict(

@@ -16,14 +16,16 @@ Sections, each written only when its inputs exist (only the metrics folder is re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from hcl_cli import figures
-from hcl_cli.artifacts import read_json, sidecar_path, write_text
+from hcl_cli.artifacts import check_outputs_apart, is_finite_number, read_json, sidecar_path, write_text
 from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import KnnConfig, LinearConfig, PretrainConfig, ReportConfig, StageConfig
 from hcl_cli.datasets import load_card, load_split
@@ -45,11 +47,16 @@ LOSS_LABELS = {"ucl": "UCL", "scl": "SCL", "hucl": "H-UCL", "hscl": "H-SCL"}
 
 @dataclass(frozen=True)
 class Figure:
-    """A PNG written into the figures folder, with the heading and caption the report gives it."""
+    """A PNG for the figures folder, with the heading and caption the report gives it.
+
+    ``draw(path)`` writes it from inputs already read: every input is read and checked before the
+    first figure is written.
+    """
 
     file: str
     heading: str
     caption: str
+    draw: Callable[[Path], None] = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -61,8 +68,18 @@ class Recorded:
 
 
 def run(config: ReportConfig) -> None:
-    """Write ``config.out`` and its figures from whichever inputs exist."""
+    """Write ``config.out`` and its figures from whichever inputs exist, once all of them are read."""
     metrics_folder, out = Path(config.metrics), Path(config.out)
+    figure_folder = out.parent / FIGURES_FOLDER
+    inputs = {
+        "--params-file": config.params_file,
+        "--metrics": config.metrics,
+        "--plots": config.plots,
+        "--embeddings": config.embeddings,
+        "--data": config.data,
+        "--model": config.model,
+    }
+    check_outputs_apart(inputs, {"--out": out, "--out (its figures)": figure_folder})
     metrics = read_metrics(metrics_folder)
     recorded = {
         name: Recorded({key: metrics[name][key] for key in stage.param_names()}, f"`{metrics_folder / f'{name}.json'}`")
@@ -75,12 +92,11 @@ def run(config: ReportConfig) -> None:
         recorded["pretrain"] = Recorded(encoder.params(), f"`{sidecar_path(model)}`")
     recorded["report"] = Recorded(config.params(), "`hcl report` options")
 
-    figure_folder = out.parent / FIGURES_FOLDER
     feature = next(iter(metrics.values()))["feature"]
     drawn = [
-        *training_figures(Path(config.plots) / PRETRAIN_METRICS, figure_folder),
-        *similarity_figure(Path(config.embeddings), feature, figure_folder),
-        *(hard_negative_figure(config, encoder, figure_folder) if encoder is not None else []),
+        *training_figures(Path(config.plots) / PRETRAIN_METRICS),
+        *similarity_figure(Path(config.embeddings), feature),
+        *(hard_negative_figure(config, encoder) if encoder is not None else []),
     ]
     sections = [
         f"# {config.title}",
@@ -89,6 +105,8 @@ def run(config: ReportConfig) -> None:
         parameter_section(Path(config.params_file), recorded),
         figure_section(drawn),
     ]
+    for figure in drawn:
+        figure.draw(figure_folder / figure.file)
     write_text(out, "\n\n".join(section for section in sections if section) + "\n")
     print(f"hcl report: wrote {out} with {len(drawn)} figure(s)")
 
@@ -105,7 +123,7 @@ def read_metrics(folder: Path) -> dict[str, dict[str, Any]]:
         path = paths[name]
         for key in ("top1", "top5"):
             value = values.get(key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+            if not is_finite_number(value) or not 0.0 <= value <= 1.0:
                 raise HclError(f"{path}: {key!r} must be a number in [0, 1] (got {value!r})")
         missing = [key for key in METRIC_FILES[name][1].param_names() if key not in values]
         if missing:
@@ -214,26 +232,26 @@ def epoch_series(path: Path) -> figures.Series:
     return [step + 1 for step in steps], values
 
 
-def training_figures(logs: Path, folder: Path) -> list[Figure]:
-    """Loss, kNN top-1 and H-SCL diagnostic curves from pretrain's dvclive logs, those that were logged."""
+def training_figures(logs: Path) -> list[Figure]:
+    """Loss, kNN top-1 and H-SCL diagnostic curves from pretrain's dvclive logs, those that were logged (read now)."""
     drawn = []
     loss_log, knn_log = logs / "loss.tsv", logs / "knn_top1.tsv"
     if loss_log.is_file():
-        figures.plot_curve(epoch_series(loss_log), folder / "loss.png", title="Contrastive loss during pretraining", ylabel="loss (mean over the epoch's batches)")
-        drawn.append(Figure("loss.png", "Training loss", f"Mean contrastive loss of the run's sampler over each epoch of pretraining (from `{loss_log}`)."))
+        draw = partial(figures.plot_curve, epoch_series(loss_log), title="Contrastive loss during pretraining", ylabel="loss (mean over the epoch's batches)")
+        drawn.append(Figure("loss.png", "Training loss", f"Mean contrastive loss of the run's sampler over each epoch of pretraining (from `{loss_log}`).", draw))
     if knn_log.is_file():
-        figures.plot_curve(epoch_series(knn_log), folder / "knn_top1.png", title="kNN top-1 on held-out images during pretraining", ylabel="top-1 accuracy")
+        draw = partial(figures.plot_curve, epoch_series(knn_log), title="kNN top-1 on held-out images during pretraining", ylabel="top-1 accuracy")
         drawn.append(
             Figure(
                 "knn_top1.png",
                 "kNN accuracy during pretraining",
                 f"Weighted kNN top-1 of the backbone on held-out labelled test images, every `eval_every` epochs (HCL Fig. 11; from `{knn_log}`).",
+                draw,
             )
         )
     diagnostic_logs = {name: logs / f"{name}.tsv" for name in (ASSUMPTION1_KEY, *map(loss_key, LOSS_SAMPLERS))}
     if all(path.is_file() for path in diagnostic_logs.values()):
         losses = {LOSS_LABELS[sampler]: epoch_series(diagnostic_logs[loss_key(sampler)]) for sampler in LOSS_SAMPLERS}
-        figures.plot_hscl_diagnostics(epoch_series(diagnostic_logs[ASSUMPTION1_KEY]), losses, folder / "hscl_diagnostics.png")
         drawn.append(
             Figure(
                 "hscl_diagnostics.png",
@@ -242,18 +260,18 @@ def training_figures(logs: Path, folder: Path) -> list[Figure]:
                 "meeting H-SCL Assumption 1 (the exp(beta s)-tilted mean of exp(s) over same-label candidates is at least that "
                 "over different-label ones; H-SCL Fig. 4). Right: the UCL, SCL, H-UCL (tau+ = 0) and H-SCL losses of that batch "
                 "(H-SCL Fig. 5); Lemma 1 predicts H-SCL <= H-UCL where the assumption holds.",
+                partial(figures.plot_hscl_diagnostics, epoch_series(diagnostic_logs[ASSUMPTION1_KEY]), losses),
             )
         )
     return drawn
 
 
-def similarity_figure(embeddings: Path, feature: str, folder: Path) -> list[Figure]:
-    """Same- vs different-label cosine similarity histograms of the test embeddings, if they exist."""
+def similarity_figure(embeddings: Path, feature: str) -> list[Figure]:
+    """Same- vs different-label cosine similarity histograms of the test embeddings, if they exist (read now)."""
     if not embeddings.is_file():
         return []
     data = load_embeddings(embeddings, feature)
     same, different = label_pair_similarities(data.test_x, data.test_y, pairs=HISTOGRAM_PAIRS)
-    figures.plot_similarity_histograms(same, different, folder / "similarity.png", feature=feature)
     return [
         Figure(
             "similarity.png",
@@ -261,12 +279,13 @@ def similarity_figure(embeddings: Path, feature: str, folder: Path) -> list[Figu
             f"Density-normalised histograms of the cosine similarity between {feature} features of random pairs of test images "
             f"with the same label and with different labels ({len(same):,} and {len(different):,} pairs; HCL Fig. 5). Less "
             "overlap means the representation separates the classes better.",
+            partial(figures.plot_similarity_histograms, same, different, feature=feature),
         )
     ]
 
 
-def hard_negative_figure(config: ReportConfig, trained: PretrainConfig, folder: Path) -> list[Figure]:
-    """The hardest negatives of a few test anchors under the run's sampler, if the prepared images exist.
+def hard_negative_figure(config: ReportConfig, trained: PretrainConfig) -> list[Figure]:
+    """The hardest negatives of a few test anchors under the run's sampler, if the prepared images exist (computed now).
 
     The batch is a fixed random draw of the pretraining batch size from the test split, embedded
     without augmentation; the sampler runs with its settings of the final epoch.
@@ -283,11 +302,10 @@ def hard_negative_figure(config: ReportConfig, trained: PretrainConfig, folder: 
     batch_images, batch_labels = images[batch], labels[batch]
     with torch.no_grad():
         _, hidden, z = model(build_eval_transform(sidecar["mean"], sidecar["std"])(batch_images.to(device)))
-    options = trained.loss_options() | trained.sampler_state(trained.epochs - 1) | {"head_inputs": (hidden, hidden)}
+    options = trained.loss_options(trained.epochs - 1) | {"head_inputs": (hidden, hidden)}
     anchors = pick_anchors(batch_labels, config.anchors)
     rows = hardest_negatives(z, batch_labels.to(device), anchors, count=HARD_NEGATIVES, sampler=trained.sampler, **options)
     title = f"The {HARD_NEGATIVES} highest-weighted negatives of {len(rows)} test anchors under the {trained.sampler} sampler"
-    figures.plot_hard_negatives(rows, batch_images, batch_labels, card["classes"], folder / "hard_negatives.png", title=title)
     return [
         Figure(
             "hard_negatives.png",
@@ -296,5 +314,6 @@ def hard_negative_figure(config: ReportConfig, trained: PretrainConfig, folder: 
             f"sampler ({trained.sampler}, settings of the final epoch) weights highest, within one batch of {batch_size} "
             "un-augmented test images (the pretraining batch size); each is titled with its class and its weight w = q(x-|x). "
             "A red title marks a negative of the anchor's own class (HCL Fig. 12).",
+            partial(figures.plot_hard_negatives, rows, batch_images, batch_labels, card["classes"], title=title),
         )
     ]
