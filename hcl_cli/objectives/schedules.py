@@ -4,25 +4,47 @@ from __future__ import annotations
 
 from hcl_cli.errors import UsageError
 
-BETA_ANNEAL_LEVELS = 9
-ANNEALS = ("none", "down")
+BETA_ANNEAL_STEPS = 9
+"""HCL's number of annealing levels: ``n_steps = 9`` in the official code (App. D.1 leaves l open)."""
+ANNEALS = ("none", "paper", "official")
 
 
-def beta_at(beta: float, epoch: int, epochs: int, anneal: str) -> float:
-    """The concentration beta to use in ``epoch`` (0-based) of ``epochs``.
+def beta_at(beta: float, epoch: int, epochs: int, anneal: str, steps: int = BETA_ANNEAL_STEPS) -> float:
+    """The concentration beta to use in ``epoch`` (0-based) of ``epochs``, with ``steps`` = l.
 
-    ``anneal="down"`` is HCL's annealing (Robinson et al., App. D.1 and Fig. 4): beta steps
-    through ``linspace(beta, 0, 9)``, one step every ``epochs / 9`` epochs, so the last ninth of
-    training runs at beta = 0 (the debiased objective). ``"none"`` keeps beta fixed.
+    ``"none"`` keeps beta fixed. The two others are HCL's annealing (Robinson et al., Fig. 4),
+    which takes beta down towards 0 over training:
+
+    ``"paper"``, App. D.1 as written: ``beta_1 = beta``, and once every ``e / l`` epochs
+    ``beta_{i+1} = beta_i - beta / l``, the switch from ``beta_i`` to ``beta_{i+1}`` taking place in
+    epoch ``i e / l``. So epoch ``k`` (0-based) runs at ``beta - (beta / l) floor(k l / e)``: l
+    levels ``beta, (l-1) beta / l, ..., beta / l`` of ``e / l`` epochs each. The l-th change
+    would fall in epoch ``l e / l = e``, after the last one, so beta never reaches 0.
+
+    ``"official"``, the schedule of HCL's code (``image/main.py``): ``betas =
+    iter(linspace(beta, 0, n_steps))`` with ``n_steps = l``, and after every epoch whose 1-based
+    number is a multiple of ``p = int(e / l)``, ``beta = next(betas)``. The first ``next``
+    returns beta itself, so the first level lasts two periods; then beta steps by
+    ``beta / (l - 1)`` and reaches 0 only in the last ``e - l p`` epochs (none when l divides
+    e). Two cases the code does not survive are read here: ``e < l`` (``p = 0``, a modulo by
+    zero) takes a period of one epoch, and calls past the end of the iterator
+    (``StopIteration``) keep the last level, 0.
     """
     if anneal not in ANNEALS:
         raise UsageError(f"--anneal must be one of {', '.join(ANNEALS)} (got {anneal!r})")
     if not 0 <= epoch < epochs:
         raise ValueError(f"epoch {epoch} is outside 0..{epochs - 1}")
+    if steps < 1:
+        raise ValueError(f"the annealing needs at least one level (got {steps})")
     if anneal == "none":
         return beta
-    level = min(epoch * BETA_ANNEAL_LEVELS // epochs, BETA_ANNEAL_LEVELS - 1)
-    return beta * (BETA_ANNEAL_LEVELS - 1 - level) / (BETA_ANNEAL_LEVELS - 1)
+    if anneal == "paper":
+        return beta * (steps - epoch * steps // epochs) / steps
+    calls = epoch // max(epochs // steps, 1)
+    if calls == 0 or steps == 1:
+        return beta
+    level = min(calls, steps) - 1
+    return beta * (steps - 1 - level) / (steps - 1)
 
 
 def threshold_at(start: float, end: float, epoch: int, epochs: int) -> float:
