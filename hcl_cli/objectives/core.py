@@ -1,6 +1,6 @@
 """The one contrastive objective that every sampler shares, and the batch it is computed on.
 
-Notation (issue 3): ``Z = [z1; z2]`` L2-normalised, 2B rows; row ``i``'s *partner* is the other
+Notation: ``Z = [z1; z2]`` L2-normalised, 2B rows; row ``i``'s *partner* is the other
 view of the same image; ``s_ij = z_i.z_j / t``; ``M = N = 2B - 2``. A sampler only chooses the
 negative distribution ``q(j|i)`` (as log-weights over the 2B candidates, ``-inf`` off its
 support) and whether the HCL debiasing applies. This module turns that into the loss:
@@ -11,11 +11,14 @@ support) and whether the HCL debiasing applies. This module turns that into the 
     term_ip    = log(1 + Ng_ip exp(-s_ip)) = softplus(log Ng_ip - s_ip)      ("nce")
     term_ip    = t (E_q[s_ij] - s_ip) = E_q[z_i.z_j] - z_i.z_p               ("bcl", HCL-OT Eq. 9)
 
-for every positive pair ``(i, p)``: the partner for the unsupervised samplers, every other sample
-with the anchor's label for the supervised ones. The loss is the mean of the terms over all
-positive pairs of the anchors that have at least one negative. ``term_ip`` is exactly HCL's ``-log(pos / (pos + Ng))``
-and H-SCL's Eq. (3) ``log(1 + M exp(-s_ip) E_i)``, so SimCLR, debiased, HCL, SCL, H-SCL, HCL-OT
-and UnDiMix are all this one function with different ``q``.
+for every positive pair ``(i, p)``: the partner (``positives="partner"``), or every other sample
+with the anchor's label, partner included (the supervised samplers, and the unsupervised ones with
+``positives="labels"``: HCL Fig. 4's oracle, H-SCL Sec. V-B). Only the positives change with
+labels; the negatives stay the sampler's. The loss is the mean of the terms over all positive
+pairs of the anchors that have at least one negative. ``term_ip`` is exactly HCL's
+``-log(pos / (pos + Ng))`` and H-SCL's Eq. (3) ``log(1 + M exp(-s_ip) E_i)``, so SimCLR,
+debiased, HCL, SCL, H-SCL, HCL-OT and UnDiMix are all this one function with different ``q``;
+the ``objective`` option picks ``nce`` or ``bcl`` for any of them (tau+ does not enter ``bcl``).
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ def pair_masks(batch_size: int, device: torch.device) -> PairMasks:
         partner = (index + batch_size) % rows
         is_self = index[:, None] == index[None, :]
         is_partner = index[:, None] == partner[None, :]
-        return PairMasks(rows=index, partner=partner, partner_pairs=index * rows + partner, negatives=~(is_self | is_partner), others=~is_self)
+        return PairMasks(
+            rows=index, partner=partner, partner_pairs=index * rows + partner, negatives=~(is_self | is_partner), others=~is_self
+        )
 
 
 def uniform_on(support: Tensor, dtype: torch.dtype) -> Tensor:
@@ -106,14 +111,14 @@ class PairBatch:
             raise ValueError("this batch has no labels")
         return self.labels
 
-    def positive_pairs(self, supervised: bool) -> tuple[Tensor, Tensor]:
+    def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor]:
         """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * 2B + p``.
 
-        Unsupervised: each row and its partner (cached). Supervised (H-SCL): every row and every
-        other row with the same label, partner included (found with ``nonzero``: one device sync
-        per step on CUDA).
+        Without ``label_positives``: each row and its partner (cached). With them (H-SCL): every
+        row and every other row with the same label, partner included (found with ``nonzero``: one
+        device sync per step on CUDA).
         """
-        if not supervised:
+        if not label_positives:
             return self.masks.rows, self.masks.partner_pairs
         same_label = self.labelled[:, None] == self.labelled[None, :]
         pairs = torch.nonzero((same_label & self.masks.others).view(-1)).squeeze(1)
@@ -130,8 +135,7 @@ class NegativeWeights:
     anchor_valid: Tensor | None = None
     """(2B,) bool: anchors that have a negative at all (None: all do). The others are left out."""
     debiased: bool = False
-    """Apply HCL's tau+ debiasing and the ``M exp(-1/t)`` floor (debiased, hucl, ot)."""
-    objective: Objective = "nce"
+    """Apply HCL's tau+ debiasing and the ``M exp(-1/t)`` floor to ``nce`` (debiased, hucl, ot)."""
 
 
 @dataclass(frozen=True)
@@ -171,23 +175,26 @@ def contrastive_objective(
     batch: PairBatch,
     negatives: NegativeWeights,
     *,
-    supervised: bool,
+    label_positives: bool,
     tau_plus: float,
+    objective: Objective = "nce",
     anchor_mask: Tensor | None = None,
 ) -> tuple[Tensor, LossStats]:
     """The loss of the module docstring for a sampler's ``negatives``, and its :class:`LossStats`.
+
+    ``label_positives``: every same-label sample is a positive (else the partner only).
 
     ``anchor_mask`` (2B,) bool keeps only those anchors' terms in the sum while still dividing by
     the number of terms over all anchors, so losses over disjoint masks add up to the full loss.
     """
     log_weights = negatives.log_weights
     log_normaliser = torch.logsumexp(log_weights, dim=1)
-    anchors, pairs = batch.positive_pairs(supervised)
-    positive_logits = batch.logits.reshape(-1).index_select(0, pairs)
-    if negatives.objective == "bcl":
+    anchors, pairs = batch.positive_pairs(label_positives)
+    if objective == "bcl":
         expected_cosine = (torch.exp(log_weights - log_normaliser[:, None]) * batch.cosine).sum(dim=1)
-        terms = expected_cosine.index_select(0, anchors) - positive_logits * batch.temperature
+        terms = expected_cosine.index_select(0, anchors) - batch.cosine.reshape(-1).index_select(0, pairs)
     else:
+        positive_logits = batch.logits.reshape(-1).index_select(0, pairs)
         log_mean = (torch.logsumexp(log_weights + batch.logits, dim=1) - log_normaliser).index_select(0, anchors)
         if negatives.debiased:
             log_mean = debiased_log_mean(log_mean, positive_logits, tau_plus, floor=-1.0 / batch.temperature)

@@ -23,21 +23,35 @@ def check_sampler_inputs(sampler: str, *, labelled: bool, **options: Any) -> Non
     :func:`contrastive_loss` (tau+ in [0, 1), ``ot_epsilon > 0``, three ``undimix_weights``, ...).
     """
     spec = lookup(sampler)
-    SamplerOptions.resolve(spec, options)
+    values = SamplerOptions.resolve(spec, options)
     if spec.supervised and not labelled:
         unsupervised = ", ".join(name for name, other in SAMPLERS.items() if not other.supervised)
         raise UsageError(f"--sampler {sampler} needs labels, but the training images are unlabelled (use one of {unsupervised})")
+    if spec.label_positives(values) and not labelled:
+        raise UsageError("--positives labels needs labels, but the training images are unlabelled (use --positives partner)")
 
 
 @overload
 def contrastive_loss(
-    z1: Tensor, z2: Tensor, labels: Tensor | None = ..., *, sampler: str,
-    anchor_mask: Tensor | None = ..., return_stats: Literal[False] = ..., **options: Any,
+    z1: Tensor,
+    z2: Tensor,
+    labels: Tensor | None = ...,
+    *,
+    sampler: str,
+    anchor_mask: Tensor | None = ...,
+    return_stats: Literal[False] = ...,
+    **options: Any,
 ) -> Tensor: ...
 @overload
 def contrastive_loss(
-    z1: Tensor, z2: Tensor, labels: Tensor | None = ..., *, sampler: str,
-    anchor_mask: Tensor | None = ..., return_stats: Literal[True], **options: Any,
+    z1: Tensor,
+    z2: Tensor,
+    labels: Tensor | None = ...,
+    *,
+    sampler: str,
+    anchor_mask: Tensor | None = ...,
+    return_stats: Literal[True],
+    **options: Any,
 ) -> tuple[Tensor, LossStats]: ...
 def contrastive_loss(
     z1: Tensor,
@@ -52,11 +66,13 @@ def contrastive_loss(
     """The contrastive loss of two views under ``sampler``'s negative distribution (a scalar).
 
     ``z1``, ``z2``: (B, d) projections of the two views (normalised here). ``labels``: (B,), needed
-    by the supervised samplers (scl, hscl, hscl-threshold) and ignored by the others. ``options``
-    are the options declared in :mod:`~hcl_cli.objectives.registry` (``temperature``, ``beta``,
-    ``tau_plus``, ...; each sampler reads its own, the others are checked and ignored), with the
-    declared defaults, plus ``head_inputs`` for undimix. The arithmetic runs
-    in float32 (float64 for float64 inputs) with autocast disabled, in the log domain.
+    by the supervised samplers (scl, hscl, hscl-threshold) and with ``positives="labels"``, and
+    ignored otherwise. ``options`` are the options declared in
+    :mod:`~hcl_cli.objectives.registry` (``temperature``, ``objective``, ``beta``, ``tau_plus``,
+    ...; each sampler reads its own, the others are checked and ignored), with the declared
+    defaults, plus the trainer's tensors of :data:`~hcl_cli.objectives.registry.RUNTIME_INPUTS`
+    (``head_inputs`` for undimix, ...). The arithmetic runs in float32 (float64 for float64
+    inputs) with autocast disabled, in the log domain.
 
     ``anchor_mask`` (2B,) bool, for data-parallel training: the sum of the selected anchors'
     terms divided by the number of terms over *all* anchors, so the values over disjoint masks
@@ -66,17 +82,24 @@ def contrastive_loss(
     """
     spec, batch, sampler_config = prepare(z1, z2, labels, sampler, options)
     if anchor_mask is not None and (anchor_mask.shape != (2 * batch.batch_size,) or anchor_mask.dtype != torch.bool):
-        raise UsageError(f"anchor_mask must be a bool tensor of shape ({2 * batch.batch_size},), one entry per row of [z1; z2] (got {anchor_mask.dtype} {tuple(anchor_mask.shape)})")
+        raise UsageError(
+            f"anchor_mask must be a bool tensor of shape ({2 * batch.batch_size},), one entry per row of [z1; z2] (got {anchor_mask.dtype} {tuple(anchor_mask.shape)})"
+        )
     with full_precision(z1.device):
         negatives = spec.load()(batch, sampler_config)
-        loss, stats = contrastive_objective(batch, negatives, supervised=spec.supervised, tau_plus=sampler_config.tau_plus, anchor_mask=anchor_mask)
+        loss, stats = contrastive_objective(
+            batch,
+            negatives,
+            label_positives=spec.label_positives(sampler_config),
+            tau_plus=sampler_config.tau_plus,
+            objective=sampler_config.objective,
+            anchor_mask=anchor_mask,
+        )
     return (loss, stats) if return_stats else loss
 
 
 @torch.no_grad()
-def negative_weights(
-    z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, sampler: str, **options: Any
-) -> Tensor:
+def negative_weights(z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, sampler: str, **options: Any) -> Tensor:
     """q(j|i), (2B, 2B): the negative distribution each anchor of ``[z1; z2]`` uses under ``sampler``.
 
     Rows sum to 1 (0 for an anchor without negatives); zero on self, partner and, for the
@@ -96,12 +119,13 @@ def prepare(
     sampler_config = SamplerOptions.resolve(spec, options)
     if z1.ndim != 2 or z1.shape != z2.shape or z1.shape[0] < 2:
         raise UsageError(f"z1 and z2 must both be (B, d) with B >= 2 (got {tuple(z1.shape)} and {tuple(z2.shape)})")
-    if spec.supervised and labels is None:
-        raise UsageError(f"--sampler {sampler} needs labels")
-    if spec.supervised and labels is not None and labels.shape != (z1.shape[0],):
+    labelled = spec.label_positives(sampler_config)
+    if labelled and labels is None:
+        raise UsageError(f"--sampler {sampler} needs labels" if spec.supervised else "--positives labels needs labels")
+    if labelled and labels is not None and labels.shape != (z1.shape[0],):
         raise UsageError(f"labels must have shape ({z1.shape[0]},) (got {tuple(labels.shape)})")
     with full_precision(z1.device):
-        batch = PairBatch(z1, z2, labels if spec.supervised else None, sampler_config.temperature)
+        batch = PairBatch(z1, z2, labels if labelled else None, sampler_config.temperature)
     return spec, batch, sampler_config
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.registry import SAMPLERS, Sampler, sampler_options
+from hcl_cli.objectives.registry import RUNTIME_INPUTS, SAMPLERS, Sampler, sampler_options
 from hcl_cli.options import option_name
 
 
@@ -16,8 +16,10 @@ class SamplerOptions(Mapping[str, Any]):
     Built by :meth:`resolve`: every declared option (:func:`~hcl_cli.objectives.registry.sampler_options`)
     with its declared default unless given, checked, and parsed (``undimix_weights`` becomes three
     floats); then the sampler's scheduled values at the first epoch unless given
-    (``threshold`` of hscl-threshold); then ``head_inputs`` (undimix: the two views' inputs of
-    the projection head's last layer).
+    (``threshold`` of hscl-threshold); then the trainer's tensors of
+    :data:`~hcl_cli.objectives.registry.RUNTIME_INPUTS` (undimix: ``head_inputs``, the two views'
+    inputs of the projection head's last layer, ``head_layer`` and ``undimix_attention``), None
+    unless given.
     """
 
     def __init__(self, values: Mapping[str, Any]) -> None:
@@ -28,7 +30,7 @@ class SamplerOptions(Mapping[str, Any]):
         """The options for ``sampler`` from the keyword arguments ``given``; an unknown name is a usage error."""
         declared = {option.name: option for option in sampler_options()}
         scheduled = scheduled_names()
-        unknown = sorted(set(given) - declared.keys() - scheduled - {"head_inputs"})
+        unknown = sorted(set(given) - declared.keys() - scheduled - RUNTIME_INPUTS.keys())
         if unknown:
             raise UsageError(f"unknown sampler option(s): {', '.join(unknown)} (known: {', '.join(declared)})")
         raw = {name: option.check(given.get(name, option.default), where=option_name(name)) for name, option in declared.items()}
@@ -36,7 +38,7 @@ class SamplerOptions(Mapping[str, Any]):
         if sampler.schedule is not None:
             values |= {name: value for name, value in sampler.schedule(raw, 0, 1).items() if name not in given}
         values |= {name: given[name] for name in scheduled - declared.keys() if name in given}
-        values["head_inputs"] = given.get("head_inputs")
+        values |= {name: given.get(name) for name in RUNTIME_INPUTS}
         return cls(values)
 
     def __getattr__(self, name: str) -> Any:
