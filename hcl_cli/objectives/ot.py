@@ -3,13 +3,20 @@ regularized optimal transport for contrastive representation learning", IJCNN 20
 
 The negative distribution is the coupling P of the batch with itself that solves Eq. (5) with
 phi = KL (entropic OT), uniform marginals 1/(2B), ground cost ``C_ij = ||z_i - z_j||^2`` (or, with
-``ot_cost="exp"``, Sec. VII-C's ``exp(||z_i - z_j||^2 - kappa)``) and ``C = +inf`` on self and
-partner (the "non self-coupling" property). By Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``,
-found with log-domain Sinkhorn iterations on detached embeddings (no gradient flows through P).
-Each anchor's negative distribution is its row, ``q(j|i) = 2B P_ij``, and the loss is Eq. (8) with
-HCL's tau+ debiasing and clamp (``ot_loss="nce"``: ``Ng_i = N sum_j q_ij exp(s_ij)``), or the basic
-contrastive loss of Eq. (9), ``E_q[z_i.z_j] - z_i.z_p`` (``ot_loss="bcl"``; tau+ does not apply).
-As ``eps -> inf``, q becomes uniform over the N negatives and ``ot`` becomes ``debiased``.
+``ot_cost="exp"``, Sec. VII-C's ``exp(||z_i - z_j||^2 - kappa)``, ``ot_kappa`` = 1 by default as in
+the official code) and ``C = +inf`` on self and partner (the "non self-coupling" property). By
+Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``, found with log-domain Sinkhorn iterations on
+detached embeddings (no gradient flows through P). Each anchor's negative distribution is its row,
+``q(j|i) = 2B P_ij``, and the loss is Eq. (8) with HCL's tau+ debiasing and clamp
+(``objective="nce"``: ``Ng_i = N sum_j q_ij exp(s_ij)``), or the basic contrastive loss of Eq.
+(9), ``E_q[z_i.z_j] - z_i.z_p`` (``objective="bcl"``; tau+ does not apply). As ``eps -> inf``, q
+becomes uniform over the N negatives and ``ot`` becomes ``debiased``.
+
+The cost has no factor 0.5: it is the official code's ``sum(|x - y|^2)``, and ``ot_epsilon`` is
+the code's ``reg``. Eq. (5) writes the cost as ``c = 0.5 ||f(x) - f(x-)||^2``, and
+``exp(-0.5 ||.||^2 / eps_paper) = exp(-||.||^2 / (2 eps_paper))``, so the paper's epsilon is half
+of ours: ``ot_epsilon = 2 eps_paper``. The exp cost of Sec. VII-C has no 0.5 in the paper
+either, so with ``ot_cost="exp"`` the two epsilons are the same.
 """
 
 from __future__ import annotations
@@ -116,4 +123,4 @@ def transport_cost(batch: PairBatch, options: SamplerOptions) -> Tensor:
 def ot(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     """q(j|i) = 2B P_ij from the entropic OT coupling of the batch with itself."""
     log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations)
-    return NegativeWeights(log_coupling + math.log(2 * batch.batch_size), debiased=options.ot_loss == "nce", objective=options.ot_loss)
+    return NegativeWeights(log_coupling + math.log(2 * batch.batch_size), debiased=True)
