@@ -8,8 +8,9 @@ Its importance-sampling estimate over a batch (Sec. 3.1 and the official code, F
     pos_i = exp(s_ip),  w_ij = exp(beta s_ij),  R_i = sum_j w_ij exp(s_ij) / mean_j w_ij
     Ng_i  = max((R_i - tau+ N pos_i) / (1 - tau+), N exp(-1/t)),  loss = mean_i -log(pos_i / (pos_i + Ng_i))
 
-over the N = 2B - 2 negatives j of anchor i. The weights are *not* detached: the official code
-backpropagates through them. ``R_i = N E_q[exp(s_ij)]`` with q = w / sum(w), so the sampler only
+over the N = 2B - 2 negatives j of anchor i. The weights are *not* detached by default: the
+official code backpropagates through them (H-SCL's code detaches them: ``detach_weights``).
+``R_i = N E_q[exp(s_ij)]`` with q = w / sum(w), so the sampler only
 supplies ``log w = beta s`` and :func:`~hcl_cli.objectives.core.contrastive_objective` does the rest.
 """
 
@@ -22,20 +23,23 @@ from hcl_cli.objectives.core import NegativeWeights, PairBatch, uniform_log_weig
 from hcl_cli.objectives.options import SamplerOptions
 
 
-def tilted_log_weights(batch: PairBatch, uniform: Tensor, beta: float, clip: bool) -> Tensor:
+def tilted_log_weights(batch: PairBatch, uniform: Tensor, options: SamplerOptions) -> Tensor:
     """``log w_ij = beta s_ij`` where ``uniform`` (the 0 / ``-inf`` log-weights of the support) is
     0, ``-inf`` elsewhere: the exponential hardening function ``eta(s) = exp(beta s)`` of HCL,
     also used by H-SCL(beta). Adding the support's log-weights keeps the backward pass free.
+
+    ``detach_weights`` stops the gradient through the weights, as H-SCL's code does
+    (``imp = imp.detach()``): the loss keeps its value, and its gradient treats q as a constant.
 
     ``clip`` is HCL's trick for embeddings off the hypersphere (App. D.2-D.3, Fig. 14): the inner
     products used for the weights are scaled into [-2, 2] by ``2 s / max |s|``, the maximum taken
     over every (anchor, negative) pair of the batch, before the exponent. It changes only the
     weights; the ``exp(s_ij)`` terms of the loss keep the plain similarities.
     """
-    similarity = batch.logits
-    if clip:
+    similarity = batch.logits.detach() if options.detach_weights else batch.logits
+    if options.clip:
         similarity = 2.0 * similarity / (similarity.abs() + uniform).amax()
-    return torch.add(uniform, similarity, alpha=beta)
+    return torch.add(uniform, similarity, alpha=options.beta)
 
 
 def debiased(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
@@ -46,4 +50,4 @@ def debiased(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
 def hucl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     """HCL's hard negatives: weights ``exp(beta s_ij)`` over all negatives, with tau+ debiasing."""
     uniform = uniform_log_weights(batch.batch_size, batch.logits.device, batch.compute_dtype)
-    return NegativeWeights(tilted_log_weights(batch, uniform, options.beta, options.clip), debiased=True)
+    return NegativeWeights(tilted_log_weights(batch, uniform, options), debiased=True)

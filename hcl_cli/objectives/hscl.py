@@ -8,7 +8,9 @@ anchor's label, partner included. The loss is Eq. (3), the large-negative-sample
 
     E_i = sum_j eta_ij exp(s_ij) / sum_j eta_ij,   loss = mean over positive pairs (i, p) of log(1 + M exp(-s_ip) E_i)
 
-with M = 2B - 2 (the paper's "batch size minus 2" for its B two-view pairs). No tau+ debiasing:
+with M = 2B - 2 (the paper's "batch size minus 2" for its B two-view pairs). H-SCL's code detaches
+the weights ``eta_ij`` (``imp.detach()``); here that is ``detach_weights``, off by default as in
+HCL, so the default gradient also flows through them. No tau+ debiasing:
 the labels already remove the false negatives. An anchor whose batch holds no different-label
 sample has no negative distribution; it is left out of the mean and counted in
 :class:`~hcl_cli.objectives.core.LossStats` ``anchors_without_negatives``.
@@ -39,9 +41,9 @@ def different_label_support(batch: PairBatch) -> tuple[Tensor, Tensor]:
 
 
 def hscl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
-    """H-SCL(beta): different-label negatives weighted by ``exp(beta s_ij)`` (``clip`` as in HCL)."""
+    """H-SCL(beta): different-label negatives weighted by ``exp(beta s_ij)`` (``clip`` and ``detach_weights`` as in HCL)."""
     support, anchor_valid = different_label_support(batch)
-    return NegativeWeights(tilted_log_weights(batch, uniform_on(support, batch.compute_dtype), options.beta, options.clip), anchor_valid)
+    return NegativeWeights(tilted_log_weights(batch, uniform_on(support, batch.compute_dtype), options), anchor_valid)
 
 
 def scl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
@@ -64,4 +66,3 @@ def hscl_threshold(batch: PairBatch, options: SamplerOptions) -> NegativeWeights
     hard = support & (batch.cosine >= options.threshold)
     support = hard.where(hard.any(dim=1, keepdim=True), support)
     return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)
-
