@@ -31,6 +31,7 @@ _PUBLIC = {
     "SAMPLERS": "hcl_cli.objectives.registry",
     "Sampler": "hcl_cli.objectives.registry",
     "beta_at": "hcl_cli.objectives.schedules",
+    "initial_attention": "hcl_cli.objectives.undimix",
     "threshold_at": "hcl_cli.objectives.schedules",
 }
 

@@ -56,20 +56,33 @@ ANNEAL = Option(
 )
 ANNEAL_STEPS = Option("anneal_steps", BETA_ANNEAL_STEPS, "Number l of beta levels of the annealing.", minimum=1, maximum=10_000)
 DETACH_WEIGHTS = Option(
-    "detach_weights", False, "Stop the gradient through the negative weights exp(beta * s_ij), as H-SCL's code does (HCL's backpropagates through them)."
+    "detach_weights",
+    False,
+    "Stop the gradient through the negative weights exp(beta * s_ij), as H-SCL's code does (HCL's backpropagates through them).",
 )
 TAU_PLUS = Option("tau_plus", 0.1, "Class prior tau+ of the debiasing (0 disables it).", minimum=0.0, maximum=1.0, max_exclusive=True)
-CLIP = Option("clip", False, "Scale the inner products used for the negative weights into [-2, 2] (HCL Fig. 14, for unnormalised embeddings).")
+CLIP = Option(
+    "clip", False, "Scale the inner products used for the negative weights into [-2, 2] (HCL Fig. 14, for unnormalised embeddings)."
+)
 THRESHOLD_START = Option("threshold_start", -0.3, "Cosine threshold l at the first epoch (H-SCL Eq. 4).", minimum=-1.0, maximum=1.0)
 THRESHOLD_END = Option("threshold_end", 0.0, "Cosine threshold l at the last epoch.", minimum=-1.0, maximum=1.0)
 OT_EPSILON = Option(
-    "ot_epsilon", 0.5, "Entropic regularisation of the coupling (the official code's reg; twice the epsilon of HCL-OT Eq. 5, whose cost has a factor 0.5).", minimum=0.0, min_exclusive=True
+    "ot_epsilon",
+    0.5,
+    "Entropic regularisation of the coupling (the official code's reg; twice the epsilon of HCL-OT Eq. 5, whose cost has a factor 0.5).",
+    minimum=0.0,
+    min_exclusive=True,
 )
 OT_COST = Option("ot_cost", "sq", "Ground cost: sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
 OT_KAPPA = Option("ot_kappa", 1.0, "Offset kappa of the exp cost.", minimum=-1e3, maximum=1e3)
-OT_ITERATIONS = Option("ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000)
+OT_ITERATIONS = Option(
+    "ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000
+)
 UNDIMIX_WEIGHTS = Option(
-    "undimix_weights", "1,1,1", "Weights of similarity, uncertainty and diversity, comma-separated (the initial ones when learned).", parse=undimix_weight_values
+    "undimix_weights",
+    "1,1,1",
+    "Weights of similarity, uncertainty and diversity, comma-separated (the initial ones when learned).",
+    parse=undimix_weight_values,
 )
 UNDIMIX_LEARNED = Option(
     "undimix_learned",
@@ -78,9 +91,9 @@ UNDIMIX_LEARNED = Option(
 )
 UNDIMIX_UNCERTAINTY = Option(
     "undimix_uncertainty",
-    "closed-form",
-    "Uncertainty gradients (Eq. 3): closed-form (last-layer weight, other embeddings held fixed, as BADGE) or autograd (every last-layer parameter, through every embedding; needs head_layer).",
-    choices=("closed-form", "autograd"),
+    "badge",
+    "Uncertainty gradients of UnDiMix Eq. 3: badge (closed form of BADGE's gradient embeddings: last-layer weight, other embeddings held fixed) or autograd (Eq. 3 literally: every last-layer parameter, through every embedding; needs head_layer).",
+    choices=("badge", "autograd"),
 )
 
 RUNTIME_INPUTS: dict[str, str] = {
@@ -143,14 +156,25 @@ SAMPLERS: dict[str, Sampler] = {
     "ucl": Sampler("hcl_cli.objectives.simclr:ucl", "SimCLR, Chen et al. 2020", (POSITIVES,)),
     "debiased": Sampler("hcl_cli.objectives.hcl:debiased", "Chuang et al. 2020", (POSITIVES, TAU_PLUS)),
     "hucl": Sampler(
-        "hcl_cli.objectives.hcl:hucl", "HCL, Robinson et al. 2021", (POSITIVES, BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, TAU_PLUS, CLIP), schedule=annealed_beta
+        "hcl_cli.objectives.hcl:hucl",
+        "HCL, Robinson et al. 2021",
+        (POSITIVES, BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, TAU_PLUS, CLIP),
+        schedule=annealed_beta,
     ),
     "scl": Sampler("hcl_cli.objectives.hscl:scl", "H-SCL, Jiang et al.", supervised=True),
     "hscl": Sampler(
-        "hcl_cli.objectives.hscl:hscl", "H-SCL, Jiang et al.", (BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, CLIP), supervised=True, schedule=annealed_beta
+        "hcl_cli.objectives.hscl:hscl",
+        "H-SCL, Jiang et al.",
+        (BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, CLIP),
+        supervised=True,
+        schedule=annealed_beta,
     ),
     "hscl-threshold": Sampler(
-        "hcl_cli.objectives.hscl:hscl_threshold", "H-SCL, Jiang et al.", (THRESHOLD_START, THRESHOLD_END), supervised=True, schedule=linear_threshold
+        "hcl_cli.objectives.hscl:hscl_threshold",
+        "H-SCL, Jiang et al.",
+        (THRESHOLD_START, THRESHOLD_END),
+        supervised=True,
+        schedule=linear_threshold,
     ),
     "ot": Sampler("hcl_cli.objectives.ot:ot", "HCL-OT, Jiang et al.", (POSITIVES, TAU_PLUS, OT_EPSILON, OT_COST, OT_KAPPA, OT_ITERATIONS)),
     "undimix": Sampler(
