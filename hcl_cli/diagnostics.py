@@ -67,13 +67,19 @@ def hscl_diagnostics(z1: Tensor, z2: Tensor, labels: Tensor, *, temperature: flo
     """H-SCL's per-batch diagnostics (Jiang et al., Sec. V-B): the share of anchors meeting
     Assumption 1 (Fig. 4) and the losses UCL, SCL, H-UCL and H-SCL of the same batch (Fig. 5).
 
-    The losses come from :func:`hcl_cli.objectives.contrastive_loss`; H-UCL is taken without
-    debiasing (``tau_plus = 0``), the setting of H-SCL's Lemma 1. Keys: ``assumption1_fraction``
-    and ``loss_ucl``, ``loss_scl``, ``loss_hucl``, ``loss_hscl``.
+    The losses come from :func:`hcl_cli.objectives.contrastive_loss`, all four on the same
+    positives: every other sample of the anchor's label, partner included. Lemma 1 compares losses
+    of one positive distribution ("we use both augmentation and label information to generate the
+    positive samples for H-UCL and H-SCL", Sec. V-B), so UCL and H-UCL are taken with
+    ``positives="labels"``; with the partner alone they would score easier positives than SCL and
+    H-SCL and could show H-UCL below H-SCL on a batch where Assumption 1 holds. H-UCL is taken
+    without debiasing (``tau_plus = 0``), the setting of Lemma 1; the negatives stay each
+    sampler's own. Then every anchor meeting Assumption 1 has an H-UCL term at least its H-SCL
+    term. Keys: ``assumption1_fraction`` and ``loss_ucl``, ``loss_scl``, ``loss_hucl``, ``loss_hscl``.
     """
     diagnostics = {ASSUMPTION1_KEY: assumption1_fraction(z1, z2, labels, temperature=temperature, beta=beta)}
     for sampler in LOSS_SAMPLERS:
-        loss = contrastive_loss(z1, z2, labels, sampler=sampler, temperature=temperature, beta=beta, tau_plus=0.0)
+        loss = contrastive_loss(z1, z2, labels, sampler=sampler, temperature=temperature, beta=beta, tau_plus=0.0, positives="labels")
         diagnostics[loss_key(sampler)] = loss.item()
     return diagnostics
 
@@ -126,7 +132,9 @@ def pick_anchors(labels: Tensor, count: int) -> list[int]:
 
 
 @torch.no_grad()
-def hardest_negatives(z: Tensor, labels: Tensor, anchors: list[int], *, count: int, sampler: str, **sampler_options: Any) -> list[HardNegatives]:
+def hardest_negatives(
+    z: Tensor, labels: Tensor, anchors: list[int], *, count: int, sampler: str, **sampler_options: Any
+) -> list[HardNegatives]:
     """The ``count`` negatives that ``sampler`` weights highest for each anchor of one batch (HCL Fig. 12).
 
     ``z`` (B, P) are the batch's projections without augmentation, given as both views, so that the
