@@ -43,31 +43,38 @@ def candidates(i: int, batch: int) -> list[int]:
     return [j for j in range(2 * batch) if j not in (i, (i + batch) % (2 * batch))]
 
 
-def reference_assumption1(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float) -> float:
-    """H-SCL Assumption 1 one anchor at a time: E_{q_Hcol}[e^s] >= E_{q_H-SCL}[e^s], q ~ exp(beta s)."""
+def tilted_mean_exp(s: dict[int, float], pool: list[int], beta: float) -> float:
+    """The exp(beta s)-tilted mean of e^s over ``pool``."""
+    weights = [math.exp(beta * s[j]) for j in pool]
+    return sum(w * math.exp(s[j]) for w, j in zip(weights, pool)) / sum(weights)
+
+
+def assumption1_per_anchor(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float) -> list[bool | None]:
+    """H-SCL Assumption 1 one anchor at a time, E_{q_Hcol}[e^s] >= E_{q_H-SCL}[e^s] with q ~ exp(beta s);
+    None for an anchor without a same-label or a different-label candidate."""
     z, batch = F.normalize(torch.cat([z1, z2]), dim=1), len(z1)
     y = torch.cat([labels, labels]).tolist()
-    met = counted = 0
+    flags: list[bool | None] = []
     for i in range(2 * batch):
         s = {j: float(z[i] @ z[j]) / t for j in candidates(i, batch)}
         same = [j for j in s if y[j] == y[i]]
         different = [j for j in s if y[j] != y[i]]
-        if not same or not different:
-            continue
-
-        def tilted_mean_exp(pool: list[int]) -> float:
-            weights = [math.exp(beta * s[j]) for j in pool]
-            return sum(w * math.exp(s[j]) for w, j in zip(weights, pool)) / sum(weights)
-
-        counted += 1
-        met += tilted_mean_exp(same) >= tilted_mean_exp(different)
-    return met / counted
+        flags.append(tilted_mean_exp(s, same, beta) >= tilted_mean_exp(s, different, beta) if same and different else None)
+    return flags
 
 
-def reference_infonce(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float, supervised: bool) -> float:
+def reference_assumption1(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float) -> float:
+    """The share of the anchors with both kinds of candidate that meet Assumption 1."""
+    flags = [flag for flag in assumption1_per_anchor(z1, z2, labels, t, beta) if flag is not None]
+    return sum(flags) / len(flags)
+
+
+def reference_infonce(
+    z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float, supervised: bool, label_positives: bool = True
+) -> float:
     """H-SCL Eq. (3) with M = 2B - 2: mean over positive pairs of log(1 + M e^{-s_ip} E_i), E_i the
     exp(beta s)-tilted mean of e^{s_ij} over the negatives (different-label ones if supervised);
-    positives: the partner, or every other sample of the anchor's label if supervised."""
+    positives: every other sample of the anchor's label (Sec. V-B), or the partner alone."""
     z, batch = F.normalize(torch.cat([z1, z2]), dim=1), len(z1)
     y = torch.cat([labels, labels]).tolist()
     m = 2 * batch - 2
@@ -77,7 +84,7 @@ def reference_infonce(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: fl
         negatives = [j for j in candidates(i, batch) if not supervised or y[j] != y[i]]
         weights = [math.exp(beta * s[j]) for j in negatives]
         expected = sum(w * math.exp(s[j]) for w, j in zip(weights, negatives)) / sum(weights)
-        positives = [j for j in range(2 * batch) if j != i and y[j] == y[i]] if supervised else [(i + batch) % (2 * batch)]
+        positives = [j for j in range(2 * batch) if j != i and y[j] == y[i]] if label_positives else [(i + batch) % (2 * batch)]
         terms += [math.log(1 + m * math.exp(-s[p]) * expected) for p in positives]
     return sum(terms) / len(terms)
 
@@ -111,7 +118,9 @@ def test_assumption1_depends_on_the_tilt_as_the_paper_defines_it() -> None:
 @pytest.mark.parametrize(("seed", "temperature", "beta"), [(0, 0.5, 1.0), (1, 0.2, 2.0), (2, 1.0, 0.0), (3, 0.1, 5.0)])
 def test_assumption1_equals_the_per_anchor_reference(seed: int, temperature: float, beta: float) -> None:
     z1, z2, labels = random_batch(seed)
-    assert assumption1_fraction(z1, z2, labels, temperature=temperature, beta=beta) == reference_assumption1(z1, z2, labels, temperature, beta)
+    assert assumption1_fraction(z1, z2, labels, temperature=temperature, beta=beta) == reference_assumption1(
+        z1, z2, labels, temperature, beta
+    )
 
 
 def test_assumption1_is_nan_when_no_anchor_has_both_kinds_of_candidate() -> None:
@@ -120,7 +129,7 @@ def test_assumption1_is_nan_when_no_anchor_has_both_kinds_of_candidate() -> None
 
 
 @pytest.mark.parametrize(("seed", "temperature", "beta"), [(0, 0.5, 1.0), (4, 0.3, 2.0)])
-def test_hscl_diagnostics_gives_the_four_losses_of_the_same_batch(seed: int, temperature: float, beta: float) -> None:
+def test_hscl_diagnostics_gives_the_four_losses_on_the_same_positives(seed: int, temperature: float, beta: float) -> None:
     z1, z2, labels = random_batch(seed)
     diagnostics = hscl_diagnostics(z1, z2, labels, temperature=temperature, beta=beta)
     assert set(diagnostics) == {ASSUMPTION1_KEY, *map(loss_key, LOSS_SAMPLERS)}

@@ -5,6 +5,7 @@ autocast at low temperature, schedules, and one-line errors for bad inputs."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import ot as pot
@@ -14,9 +15,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.registry import supervised_samplers
-from hcl_cli.objectives import SAMPLERS, beta_at, check_sampler_inputs, contrastive_loss, negative_weights, threshold_at
+from hcl_cli.objectives import SAMPLERS, check_sampler_inputs, contrastive_loss, negative_weights, threshold_at
 from hcl_cli.objectives.ot import KernelProducts, sinkhorn_iterations, sinkhorn_log_coupling
+from hcl_cli.objectives.registry import supervised_samplers
 
 B, D, HIDDEN = 8, 6, 5
 T = 0.5
@@ -59,9 +60,22 @@ def reference_nt_xent(z1: Tensor, z2: Tensor, t: float) -> Tensor:
     return torch.stack(losses).mean()
 
 
-def reference_hcl(z1: Tensor, z2: Tensor, t: float, beta: float, tau_plus: float, clip: bool = False, clamp: bool = True) -> Tensor:
-    """HCL Fig. 13 / official code: reweight, debias, clamp, -log(pos / (pos + Ng))."""
+def reference_hcl(
+    z1: Tensor,
+    z2: Tensor,
+    t: float,
+    beta: float,
+    tau_plus: float,
+    clip: bool = False,
+    clamp: bool = True,
+    detach: bool = False,
+    labels: Tensor | None = None,
+) -> Tensor:
+    """HCL Fig. 13 / official code: reweight, debias, clamp, -log(pos / (pos + Ng)); ``detach``:
+    the weights as constants (H-SCL's code, ``imp.detach()``); ``labels``: "true positive pairs"
+    (Fig. 4, Sec. 6.1), every other sample of the anchor's label a positive, the negatives kept."""
     z, batch = unit_rows(z1, z2), len(z1)
+    y = None if labels is None else torch.cat([labels, labels]).tolist()
     n = 2 * batch - 2
     clip_scale = 1.0
     if clip:
@@ -70,18 +84,24 @@ def reference_hcl(z1: Tensor, z2: Tensor, t: float, beta: float, tau_plus: float
     for i in range(2 * batch):
         negatives = [j for j in range(2 * batch) if j not in (i, partner(i, batch))]
         similarity = z[negatives] @ z[i] / t
-        pos = torch.exp(z[i] @ z[partner(i, batch)] / t)
         weights = torch.exp(beta * similarity * clip_scale)
+        weights = weights.detach() if detach else weights
         reweighted = (weights * torch.exp(similarity)).sum() / weights.mean()
-        ng = (reweighted - tau_plus * n * pos) / (1 - tau_plus)
-        if clamp:
-            ng = torch.clamp(ng, min=n * math.exp(-1 / t))
-        losses.append(-torch.log(pos / (pos + ng)))
+        positives = [partner(i, batch)] if labels is None else [p for p in range(2 * batch) if p != i and y[p] == y[i]]
+        for p in positives:
+            pos = torch.exp(z[i] @ z[p] / t)
+            ng = (reweighted - tau_plus * n * pos) / (1 - tau_plus)
+            if clamp:
+                ng = torch.clamp(ng, min=n * math.exp(-1 / t))
+            losses.append(-torch.log(pos / (pos + ng)))
     return torch.stack(losses).mean()
 
 
-def reference_hscl(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float, threshold: float | None = None) -> Tensor:
-    """H-SCL Eq. (3): mean over positive pairs of log(1 + M exp(-s_ip) E_i), E_i under eta_exp or eta_thresh."""
+def reference_hscl(
+    z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float, threshold: float | None = None, detach: bool = False
+) -> Tensor:
+    """H-SCL Eq. (3): mean over positive pairs of log(1 + M exp(-s_ip) E_i), E_i under eta_exp or
+    eta_thresh; ``detach``: eta as a constant (H-SCL's code)."""
     z, batch = unit_rows(z1, z2), len(z1)
     y = torch.cat([labels, labels])
     m = 2 * batch - 2
@@ -92,6 +112,7 @@ def reference_hscl(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float
             negatives = [j for j in negatives if z[i] @ z[j] >= threshold] or negatives
         similarity = z[negatives] @ z[i] / t
         weights = torch.exp(beta * similarity) if threshold is None else torch.ones_like(similarity)
+        weights = weights.detach() if detach else weights
         expectation = (weights * torch.exp(similarity)).sum() / weights.sum()
         for p in range(2 * batch):
             if p != i and y[p] == y[i]:
@@ -99,7 +120,7 @@ def reference_hscl(z1: Tensor, z2: Tensor, labels: Tensor, t: float, beta: float
     return torch.stack(terms).mean()
 
 
-def pot_coupling(z1: Tensor, z2: Tensor, epsilon: float, iterations: int, cost: str = "sq", kappa: float = 2.0) -> np.ndarray:
+def pot_coupling(z1: Tensor, z2: Tensor, epsilon: float, iterations: int, cost: str = "sq", kappa: float = 1.0) -> np.ndarray:
     """POT's Sinkhorn coupling of the batch with itself; forbidden pairs get a cost exp(-cost/eps) = 0."""
     z = unit_rows(z1, z2).detach().numpy()
     batch = len(z1)
@@ -128,8 +149,10 @@ def reference_ot(z1: Tensor, z2: Tensor, t: float, tau_plus: float, coupling: np
     return torch.stack(losses).mean()
 
 
-def reference_undimix(z1: Tensor, z2: Tensor, layer: nn.Linear, h1: Tensor, h2: Tensor, t: float, mix: tuple[float, float, float]) -> Tensor:
-    """UnDiMix Algorithm 1 with per-sample autograd gradients of the pseudo-labelling loss (Eqs. 2-4)."""
+def closed_form_gradients(z1: Tensor, z2: Tensor, layer: nn.Linear, h1: Tensor, h2: Tensor) -> list[Tensor]:
+    """UnDiMix Eq. (3) as BADGE reads it, by autograd one row at a time: the gradient of the
+    pseudo-labelling cross-entropy (Eq. 2) with respect to the last layer's weight, the other
+    view's embeddings held fixed."""
     z, batch = unit_rows(z1, z2).detach(), len(z1)
     hidden = torch.cat([h1, h2])
     gradients = []
@@ -138,16 +161,55 @@ def reference_undimix(z1: Tensor, z2: Tensor, layer: nn.Linear, h1: Tensor, h2: 
         logits = F.normalize(layer(hidden[j]), dim=0) @ candidates.T
         cross_entropy = F.cross_entropy(logits[None], logits.argmax()[None])
         gradients.append(torch.autograd.grad(cross_entropy, layer.weight)[0].flatten())
-    n = 2 * batch - 2
-    zz = unit_rows(z1, z2)
-    losses = []
+    return gradients
+
+
+def reference_diversity(z: Tensor, i: int, j: int) -> Tensor:
+    """UnDiMix Eq. (4) for anchor row i and negative row j: the mean of 1 - cos(z_j, z_j') over the
+    rows j' of the images other than i's and j's (both views of each)."""
+    batch = len(z) // 2
+    others = [k for k in range(2 * batch) if k % batch not in (i % batch, j % batch)]
+    return sum(1 - z[j] @ z[k] for k in others) / len(others)
+
+
+def undimix_weights(z1: Tensor, z2: Tensor, gradients: list[Tensor], mix: Sequence[Tensor | float]) -> list[Tensor]:
+    """Per anchor, the UnDiMix weights of its negatives (Algorithm 1, Eq. 5): each part min-max
+    normalised over the negatives, mixed with ``mix``, scaled to mean 1 (parts of weight 0 left out)."""
+    z, batch = unit_rows(z1, z2).detach(), len(z1)
+    rows = []
     for i in range(2 * batch):
         negatives = [j for j in range(2 * batch) if j not in (i, partner(i, batch))]
         similarity = torch.stack([z[i] @ z[j] for j in negatives])
         uncertainty = torch.stack([gradients[i] @ gradients[j] for j in negatives])
-        diversity = torch.stack([sum(1 - z[j] @ z[k] for k in negatives if k != j) / (n - 1) for j in negatives])
-        score = sum(w * (c - c.min()) / (c.max() - c.min()) for w, c in zip(mix, (similarity, uncertainty, diversity)))
-        weights = score / score.mean()
+        diversity = torch.stack([reference_diversity(z, i, j) for j in negatives])
+        parts = [
+            w * (c - c.min()) / (c.max() - c.min())
+            for w, c in zip(mix, (similarity, uncertainty, diversity))
+            if torch.as_tensor(w).detach().item() > 0
+        ]
+        score = sum(parts)
+        rows.append(score / score.mean())
+    return rows
+
+
+def reference_undimix(
+    z1: Tensor,
+    z2: Tensor,
+    layer: nn.Linear,
+    h1: Tensor,
+    h2: Tensor,
+    t: float,
+    mix: Sequence[Tensor | float],
+    gradients: list[Tensor] | None = None,
+) -> Tensor:
+    """UnDiMix Algorithm 1: NT-Xent with the negatives' exp(s_ij) weighted by w_ij; ``gradients``
+    default to the BADGE reading's (:func:`closed_form_gradients`)."""
+    batch = len(z1)
+    gradients = closed_form_gradients(z1, z2, layer, h1, h2) if gradients is None else gradients
+    zz = unit_rows(z1, z2)
+    losses = []
+    for i, weights in enumerate(undimix_weights(z1, z2, gradients, mix)):
+        negatives = [j for j in range(2 * batch) if j not in (i, partner(i, batch))]
         pos = torch.exp(zz[i] @ zz[partner(i, batch)] / t)
         losses.append(-torch.log(pos / (pos + (weights * torch.exp(zz[negatives] @ zz[i] / t)).sum())))
     return torch.stack(losses).mean()
@@ -202,7 +264,7 @@ def test_hscl_threshold_matches_formula_with_fallback(threshold: float) -> None:
 @pytest.mark.parametrize(("tau_plus", "cost", "loss_kind"), [(0.0, "sq", "nce"), (0.1, "exp", "nce"), (0.0, "sq", "bcl")])
 def test_ot_matches_pot_coupling_and_formula(tau_plus: float, cost: str, loss_kind: str) -> None:
     z1, z2 = views(6)
-    options = {"ot_epsilon": 0.3, "ot_iterations": 50, "ot_cost": cost, "ot_kappa": 1.5, "ot_loss": loss_kind}
+    options = {"ot_epsilon": 0.3, "ot_iterations": 50, "ot_cost": cost, "ot_kappa": 1.5, "objective": loss_kind}
     loss = contrastive_loss(z1, z2, sampler="ot", temperature=T, tau_plus=tau_plus, **options)
     coupling = pot_coupling(z1, z2, 0.3, 50, cost, 1.5)
     assert_same_loss(loss, reference_ot(z1, z2, T, tau_plus, coupling, loss_kind), (z1, z2))
@@ -253,7 +315,9 @@ def test_sinkhorn_marginals_and_pot_agreement() -> None:
     torch.testing.assert_close(coupling.sum(1) * 32, torch.ones(32, dtype=torch.float64), rtol=0, atol=1e-4)
     torch.testing.assert_close(coupling.sum(0) * 32, torch.ones(32, dtype=torch.float64), rtol=0, atol=1e-4)
     assert coupling[forbidden].max() == 0
-    converged = pot.sinkhorn(np.full(32, 1 / 32), np.full(32, 1 / 32), cost.masked_fill(forbidden, 1e4).numpy(), 0.5, numItermax=5000, stopThr=1e-12)
+    converged = pot.sinkhorn(
+        np.full(32, 1 / 32), np.full(32, 1 / 32), cost.masked_fill(forbidden, 1e4).numpy(), 0.5, numItermax=5000, stopThr=1e-12
+    )
     np.testing.assert_allclose(coupling.numpy() * 32, converged * 32, atol=1e-4)
 
 
@@ -279,7 +343,9 @@ def test_sinkhorn_with_tiny_epsilon_falls_back_to_logsumexp() -> None:
     assert products.lost_precision()
     coupling = sinkhorn_log_coupling(cost, epsilon=1e-4, iterations=50).exp()
     marginal = np.full(2 * B, 1 / (2 * B))
-    expected = pot.sinkhorn(marginal, marginal, cost.masked_fill(forbidden, 1e5).numpy(), 1e-4, method="sinkhorn_log", numItermax=50, stopThr=0.0, warn=False)
+    expected = pot.sinkhorn(
+        marginal, marginal, cost.masked_fill(forbidden, 1e5).numpy(), 1e-4, method="sinkhorn_log", numItermax=50, stopThr=0.0, warn=False
+    )
     np.testing.assert_allclose(coupling.numpy(), expected, atol=1e-10)
     torch.testing.assert_close(coupling.sum(1) * 2 * B, torch.ones(2 * B, dtype=torch.float64))
 
@@ -340,7 +406,9 @@ def test_labels_are_ignored_by_unsupervised_samplers() -> None:
 # --- stability: bf16 autocast, t = 0.05, beta = 10, B = 512 ---------------------------------------
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))])
+@pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))]
+)
 @pytest.mark.parametrize("sampler", list(SAMPLERS))
 def test_stable_under_bf16_autocast_at_low_temperature(sampler: str, device: str) -> None:
     """Finite loss and gradients within 2% of float64 on the same bf16-rounded inputs."""
@@ -365,15 +433,6 @@ def test_stable_under_bf16_autocast_at_low_temperature(sampler: str, device: str
 
 
 # --- schedules ----------------------------------------------------------------------------------
-
-
-def test_beta_annealing_steps_down_through_nine_levels() -> None:
-    assert [beta_at(8.0, epoch, 18, "down") for epoch in range(18)] == [8.0 - level for level in range(9) for _ in range(2)]
-    assert [beta_at(2.0, epoch, 9, "down") for epoch in (0, 4, 8)] == [2.0, 1.0, 0.0]
-    assert beta_at(8.0, 99, 100, "down") == 0.0 and beta_at(8.0, 0, 100, "down") == 8.0
-    assert beta_at(1.5, 7, 10, "none") == 1.5
-    with pytest.raises(UsageError, match="--anneal"):
-        beta_at(1.0, 0, 10, "up")
 
 
 def test_threshold_runs_linearly_from_start_to_end() -> None:
@@ -401,6 +460,11 @@ def test_threshold_runs_linearly_from_start_to_end() -> None:
         ("undimix", True, {"undimix_weights": "1,1"}, "--undimix-weights"),
         ("simclr", True, {}, "--sampler must be one of"),
         ("hucl", True, {"betta": 2.0}, "unknown sampler option"),
+        ("hucl", True, {"anneal": "down"}, "--anneal must be one of none, paper, official"),
+        ("hucl", True, {"anneal_steps": 0}, "--anneal-steps"),
+        ("hucl", False, {"positives": "labels"}, "--positives labels needs labels"),
+        ("ucl", True, {"objective": "infonce"}, "--objective must be one of nce, bcl"),
+        ("undimix", True, {"undimix_uncertainty": "closed-form"}, "--undimix-uncertainty"),
     ],
 )
 def test_bad_inputs_are_one_line_usage_errors(sampler: str, labelled: bool, options: dict[str, object], message: str) -> None:
