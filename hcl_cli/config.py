@@ -147,6 +147,11 @@ class PretrainConfig(StageConfig):
         """The registry entry of ``sampler``."""
         return SAMPLERS[self.sampler]
 
+    @property
+    def needs_labels(self) -> bool:
+        """Whether the loss reads labels: a supervised sampler, or same-label positives (``positives=labels``)."""
+        return self.spec.label_positives(self.sampler_options)
+
     def used_params(self) -> dict[str, Any]:
         """The parameters this run's sampler reads: the training ones, the loss's and the sampler's own."""
         ignored = {name for name in self.sampler_options if self.sampler not in users_of(name)}

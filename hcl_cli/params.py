@@ -66,6 +66,6 @@ def default_params_yaml() -> str:
             comment = " | ".join(option.choices) if option.choices else ""
             if config_cls is PretrainConfig and option.name in PretrainConfig().sampler_options:
                 comment = "; ".join(filter(None, [comment, users_label(option.name)]))
-            lines.append(f"  {value:<30}{'# ' + comment if comment else ''}".rstrip())
+            lines.append(f"  {value:<29} {'# ' + comment if comment else ''}".rstrip())
         lines.append("")
     return "\n".join(lines)

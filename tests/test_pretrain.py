@@ -87,6 +87,21 @@ def test_every_sampler_trains_one_epoch(digits: Path, tmp_path: Path, sampler: s
         assert 0.0 <= logged(tmp_path, "assumption1_fraction")[0] <= 1.0
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"sampler": "hucl", "positives": "labels"}, {"sampler": "undimix", "undimix_uncertainty": "autograd"}, {"sampler": "hscl", "objective": "bcl", "anneal": "paper"}],
+    ids=["label-positive-oracle", "undimix-literal-gradient", "hscl-bcl-annealed"],
+)
+def test_the_paper_variants_train(digits: Path, tmp_path: Path, options: dict[str, str]) -> None:
+    """The trainer hands each variant what it reads: labels for same-label positives, the head's last layer for Eq. (3)."""
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2, **options))
+
+    assert (tmp_path / "models" / "encoder.safetensors").is_file()
+    assert all(math.isfinite(value) for value in logged(tmp_path, "loss"))
+    if options.get("positives") == "labels":
+        assert logged(tmp_path, "same_label_pairs")[0] > 2 * TINY["batch_size"], "same-label samples are positives too"
+
+
 def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_path: Path) -> None:
     """Issue 4's CPU smoke run: ResNet-18 (CIFAR stem) and kornia's batched SimCLR augmentation on a
     tiny test-made image folder of 32x32 RGB images (two classes), one epoch."""

@@ -60,8 +60,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     if context.is_main:
         for warning in config.ignored_changes():
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
-    supervised = config.spec.supervised
-    splits = ["train"] + (["unlabeled"] if "unlabeled" in card["counts"] and not supervised else [])
+    labelled = config.needs_labels
+    splits = ["train"] + (["unlabeled"] if "unlabeled" in card["counts"] and not labelled else [])
     check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **config.loss_options(0))
     _, height, width = card["image_shape"]
     if height != width:
@@ -95,7 +95,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         if log is not None:
             log.write(training.history)
         knn_probe = KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
-        hscl_probe = HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.sampler_options["temperature"]) if supervised and context.is_main else None
+        hscl_probe = HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.sampler_options["temperature"]) if config.spec.supervised and context.is_main else None
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
         if context.is_main:
             print(startup_line(config, card, model.arch, size, steps_per_epoch, total_steps, context, checkpoint))
@@ -107,7 +107,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                     break
                 loss_options = config.loss_options(epoch)
                 done = train_one_epoch(training, epoch, start.step if epoch == start.epoch else 0, loss_options, totals, stop, clock)
-                metrics = {"epoch": epoch, **totals.means(supervised)}
+                metrics = {"epoch": epoch, **totals.means(labelled)}
                 if knn_probe is not None and (epoch + 1) % config.eval_every == 0:
                     metrics["knn_top1"] = knn_probe(model)
                 if hscl_probe is not None:

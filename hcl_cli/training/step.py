@@ -57,6 +57,7 @@ class TrainingStep:
     """
 
     network: nn.Module
+    model: ContrastiveModel
     augment: nn.Module
     optimizer: torch.optim.Optimizer
     sampler: str
@@ -77,11 +78,12 @@ class TrainingStep:
         with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
             _, hidden, z = self.network(views)
         z1, z2 = z.float().chunk(2)
+        head = {"head_layer": self.model.head.output_layer} if spec.head_inputs else {}
         head_inputs = tuple(hidden.float().chunk(2)) if spec.head_inputs else None
-        batch = self.context.gather_views(z1, z2, labels if spec.supervised else None, head_inputs)
+        batch = self.context.gather_views(z1, z2, labels if spec.label_positives(loss_options) else None, head_inputs)
         loss, stats = contrastive_loss(
             batch.z1, batch.z2, batch.labels, sampler=self.sampler, head_inputs=batch.head_inputs,
-            anchor_mask=batch.anchor_mask, return_stats=True, **loss_options,
+            anchor_mask=batch.anchor_mask, return_stats=True, **head, **loss_options,
         )
         (loss * self.context.loss_scale).backward()
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.network.parameters() if p.grad is not None])
@@ -104,4 +106,4 @@ def build_training(config: PretrainConfig, card: dict[str, Any], context: Distri
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
     network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
     network = torch.compile(network) if config.compile else network
-    return model, TrainingStep(network, augment, optimizer, config.sampler, context)
+    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context)
