@@ -91,7 +91,7 @@ CASES = [
     Case("zero embed batch", ["embed", "--batch-size", "0", "--out", "{run}/out/emb.safetensors"], USAGE, "--batch-size must be >= 1"),
     Case("negative report anchors", ["report", "--anchors", "-1", "--out", "{run}/out/report.md"], USAGE, "--anchors must be >= 0"),
     Case("batch larger than the dataset", ["pretrain", "--data", "{run}/prepared", "--batch-size", "5000", "--out", "{run}/out/models", "--live-dir", "{run}/out/live"], USAGE, "--batch-size"),
-        Case("malformed params.yaml", ["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "params.yaml", write_bytes("params.yaml", b"knn: [unclosed\n")),
+    Case("malformed params.yaml", ["knn-eval", "--params", "params.yaml", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "params.yaml", write_bytes("params.yaml", b"knn: [unclosed\n")),
     # Runtime errors (exit 1): missing, empty, corrupt, foreign or unwritable files.
     Case("settings that give NaN", ["pretrain", "--data", "{run}/prepared", "--temperature", "1e-30", "--epochs", "1", "--batch-size", "64", "--out", "{run}/out/models", "--live-dir", "{run}/live", "--device", "cpu"], RUNTIME, "non-finite"),
     Case("missing data for a supervised sampler", ["pretrain", "--data", "{run}/missing", "--sampler", "scl", "--out", "{run}/out/models"], RUNTIME, "{run}/missing"),
