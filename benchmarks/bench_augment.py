@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import kornia
 import numpy as np
@@ -32,6 +34,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision.transforms import v2
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import synchronize, write_result
 from hcl_cli.augment import SIMCLR_CROP_SCALE, SIMCLR_GRAYSCALE_P, SIMCLR_JITTER, SIMCLR_JITTER_P, build_augmentation
 from hcl_cli.runtime import resolve_device
@@ -55,7 +58,7 @@ class TwoViews(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.transform(image), self.transform(image)
 
 
-def torchvision_simclr(size: int) -> v2.Compose:
+def torchvision_simclr(size: int, mean: Sequence[float] = CIFAR_MEAN, std: Sequence[float] = CIFAR_STD) -> v2.Compose:
     """The SimCLR recipe with torchvision.transforms.v2, per image (PIL or uint8 tensor in, float out)."""
     return v2.Compose(
         [
@@ -65,7 +68,7 @@ def torchvision_simclr(size: int) -> v2.Compose:
             v2.RandomApply([v2.ColorJitter(*SIMCLR_JITTER)], p=SIMCLR_JITTER_P),
             v2.RandomGrayscale(p=SIMCLR_GRAYSCALE_P),
             v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(CIFAR_MEAN, CIFAR_STD),
+            v2.Normalize(list(mean), list(std)),
         ]
     )
 

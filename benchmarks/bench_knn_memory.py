@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import write_result
 from hcl_cli.knn import knn_predict, knn_working_memory_bytes
 from hcl_cli.runtime import resolve_device

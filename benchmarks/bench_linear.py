@@ -12,14 +12,17 @@ It writes ``benchmarks/results/linear_cpu.json``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import write_result
 from hcl_cli.config import LinearConfig
 from hcl_cli.embeddings import SPLITS, save_embeddings
@@ -43,6 +46,7 @@ def synthetic_embeddings(path: Path) -> None:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         embeddings, metrics = Path(folder) / "embeddings.safetensors", Path(folder) / "linear.json"

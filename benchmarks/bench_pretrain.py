@@ -1,8 +1,9 @@
 """Pretraining throughput: images per second and epoch time of the real training loop.
 
-Runs :func:`hcl_cli.stages.pretrain.train_one_epoch` (data order, index slicing of the device-resident
-uint8 set, two batched augmented views, forward, loss, backward, Adam) on a prepared folder, after
-one untimed warm-up step (for ``--compile``, the compilation). An image counts once, although it
+Runs :func:`hcl_cli.training.loop.train_one_epoch` with the step that
+:func:`hcl_cli.training.step.build_training` makes (data order, index slicing of the
+device-resident uint8 set, two batched augmented views, forward, loss, backward, Adam) on a
+prepared folder, after one untimed warm-up step (for ``--compile``, the compilation). An image counts once, although it
 gives two views. No checkpoint is written and no probe runs, so the figures are the training loop
 alone. Writes ``benchmarks/results/pretrain_<arch>_<device>.json``.
 
@@ -16,25 +17,21 @@ images in 10 classes (through ``hcl prepare --dataset imagefolder``) and benchma
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.common import synchronize, write_result
-from hcl_cli.checkpoint import CheckpointStore
-from hcl_cli.training.signals import StopRequest
-from hcl_cli.config import PrepareConfig, PretrainConfig
-from hcl_cli.datasets import load_card, load_split
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import load_average, prepared, timed_epochs, training_run, write_result
+from hcl_cli.config import PretrainConfig
+from hcl_cli.datasets import load_card
 from hcl_cli.distributed import distributed_context
 from hcl_cli.runtime import resolve_device
-from hcl_cli.stages import prepare
-from hcl_cli.stages.pretrain import EpochTotals, TrainingRun, build_training, train_one_epoch
 
 SYNTHETIC_CLASSES = 10
 SYNTHETIC_SIZE = 32
@@ -53,29 +50,16 @@ def write_synthetic_image_folder(root: Path, count: int, seed: int = 0) -> None:
 
 def benchmark(config: PretrainConfig) -> tuple[dict[str, object], dict[str, object]]:
     """Time ``config.epochs`` epochs of the training loop after one warm-up step: (the setting, the timings)."""
-    card = load_card(config.data)
     with distributed_context(config.device) as context, tempfile.TemporaryDirectory() as scratch:
-        device = context.device
-        images, labels = load_split(config.data, "train", device)
-        context.seed_everything(config.seed)
-        model, step = build_training(config, card, context)
-        training = TrainingRun(config, model, step, images, labels, CheckpointStore(scratch), identity={}, context=context)
-        steps_per_epoch = context.steps_per_epoch(len(images), config.batch_size)
-        sampler_state = config.sampler_state(0)
-        step(images[: config.batch_size], labels[: config.batch_size], **sampler_state)
-        epoch_seconds = []
-        for epoch in range(config.epochs):
-            synchronize(device)
-            start = time.perf_counter()
-            train_one_epoch(training, epoch, 0, sampler_state, EpochTotals(), StopRequest())
-            synchronize(device)
-            epoch_seconds.append(time.perf_counter() - start)
+        training = training_run(config, context, scratch)
+        epoch_seconds = timed_epochs(training, config.epochs, warmup=1)
+    card, steps_per_epoch = load_card(config.data), training.steps_per_epoch
     median = statistics.median(epoch_seconds)
     setting = {
-        "arch": model.arch,
+        "arch": training.model.arch,
         "dataset": card["name"],
         "image_shape": card["image_shape"],
-        "train_images": len(images),
+        "train_images": len(training.images),
         "batch_size": config.batch_size,
         "steps_per_epoch": steps_per_epoch,
         "sampler": config.sampler,
@@ -83,7 +67,7 @@ def benchmark(config: PretrainConfig) -> tuple[dict[str, object], dict[str, obje
     }
     timings = {
         "threads": torch.get_num_threads(),
-        "load_average_1min": round(os.getloadavg()[0], 2),
+        "load_average_1min": load_average(),
         "epoch_seconds": [round(s, 3) for s in epoch_seconds],
         "median_epoch_seconds": round(median, 3),
         "images_per_second": round(steps_per_epoch * config.batch_size / median, 1),
@@ -111,7 +95,7 @@ def main() -> None:
         if args.synthetic:
             write_synthetic_image_folder(Path(scratch) / "images", args.synthetic)
             folder = Path(scratch) / "prepared"
-            prepare.run(PrepareConfig(dataset="imagefolder", path=str(Path(scratch) / "images"), out=str(folder)))
+            prepared(folder, dataset="imagefolder", path=str(Path(scratch) / "images"))
         config = PretrainConfig(
             data=str(folder), arch=args.arch, batch_size=args.batch_size, device=args.device, sampler=args.sampler, compile=args.compile, epochs=args.epochs
         )

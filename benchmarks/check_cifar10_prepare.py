@@ -1,4 +1,4 @@
-"""``hcl prepare`` on the real CIFAR-10 JPEG archive, checked and timed (issue 4, Must show 1).
+"""``hcl prepare`` on the real CIFAR-10 JPEG archive, checked and timed.
 
 Run from the repository root: ``python -m benchmarks.check_cifar10_prepare``. It extracts
 ``../shared/datasets/cifar10-jpeg.tar.gz`` (train/ and test/ class folders of JPEGs) to a temporary
@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import write_result
 from hcl_cli.datasets import load_card, load_split
 

@@ -1,4 +1,4 @@
-"""The README's sweep, run for real (issue 2, Must show 3; issue 5, Must show 4).
+"""The README's sweep, run for real.
 
 ``dvc exp run --queue -S pretrain.beta=0.5,1,2``, ``dvc queue start``, wait, then ``dvc exp show``
 and ``hcl compare``. Records each experiment's values as ``dvc exp show --json`` reports them next
@@ -8,11 +8,14 @@ Run from the root of a clean checkout (the experiments are based on HEAD): ``pyt
 
 from __future__ import annotations
 
+import argparse
 import csv
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import write_result
 from hcl_cli.stages.compare import dvc_exp_show, parse_experiments
 
@@ -25,6 +28,7 @@ def dvc(*args: str) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     start = time.perf_counter()
     dvc("exp", "run", "--queue", "-S", f"pretrain.beta={BETAS}")
     dvc("queue", "start")
