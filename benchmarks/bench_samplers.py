@@ -1,52 +1,54 @@
-"""Cost of each negative sampler: one full training step, relative to ucl in the same run (issue 3).
+"""Cost of each negative sampler: one step of the real training step, relative to ucl in the same run.
 
-A step is what ``hcl pretrain`` does per batch: the forward of the small CNN with its projection
-head on both views of B digits-sized (1 x 8 x 8) images, the contrastive loss, the backward and
-an Adam step. The sampler options are ``PretrainConfig``'s defaults (hscl-threshold at its
-first-epoch threshold). Repetitions are interleaved (the sampler order rotates every repetition)
-so that drifts in machine load hit every sampler alike; each repetition's step time is divided by
-the ucl step of the same repetition, and the median of those ratios is reported with the median
-step time (the targets are judged on it). The same figures for the process's CPU time, which other
-processes on a busy shared machine disturb less, are recorded too. Targets: hucl, debiased, scl
-and hscl <= 1.05x; ot <= 1.25x; undimix <= 1.5x. Run from the repository root::
+A step is ``hcl_cli.training.step.TrainingStep`` as ``build_training`` makes it for ``hcl
+pretrain``: two augmented views of a uint8 batch of B prepared digits (1 x 8 x 8), the small CNN
+and its projection head on both, the sampler's contrastive loss, the backward, the gradient norm
+and Adam (bf16 autocast on CUDA). Every sampler in ``hcl_cli.objectives.registry.SAMPLERS`` gets
+its own model, built from the same seed, and ``PretrainConfig``'s default options at the first
+epoch (``config.loss_options(0)``). Repetitions are interleaved (the sampler order rotates every
+repetition, and every sampler of a repetition trains on the same random batch) so that drifts in
+machine load hit every sampler alike; each repetition's step time is divided by the ucl step of
+the same repetition, and the median of those ratios is reported with the median step time. The
+same figures for the process's CPU time, which other processes on a busy shared machine disturb
+less, are recorded too. Targets: hucl, debiased, scl and hscl <= 1.05x; ot <= 1.25x;
+undimix <= 1.5x. Run from the repository root::
 
     python -m benchmarks.bench_samplers --threads 1
 
-It writes ``benchmarks/results/samplers.json``.
+It writes ``benchmarks/results/samplers.json`` (``samplers_<device>.json`` off the CPU).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
+import sys
+import tempfile
 import time
-from typing import Any
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from benchmarks.common import synchronize, write_result
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import load_average, prepared, synchronize, write_result
 from hcl_cli.config import PretrainConfig
-from hcl_cli.models import build_model
-from hcl_cli.objectives import SAMPLERS, contrastive_loss
-from hcl_cli.runtime import resolve_device
+from hcl_cli.datasets import load_split
+from hcl_cli.distributed import distributed_context
+from hcl_cli.objectives.registry import SAMPLERS
+from hcl_cli.training.step import TrainingStep, build_training
 
 TARGETS = {"debiased": 1.05, "hucl": 1.05, "scl": 1.05, "hscl": 1.05, "ot": 1.25, "undimix": 1.5}
-IMAGE_SIZE, CLASSES = 8, 10
+SEED = 0
 
 
-def timed_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, views: torch.Tensor, labels: torch.Tensor, sampler: str, options: dict[str, Any]) -> tuple[float, float]:
-    """Wall-clock and CPU seconds for one forward, loss, backward and Adam step."""
-    synchronize(views.device)
+def timed_step(step: TrainingStep, images: torch.Tensor, labels: torch.Tensor, config: PretrainConfig) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one call of the product's training step."""
+    device = images.device
+    synchronize(device)
     start, start_cpu = time.perf_counter(), time.process_time()
-    _, hidden, z = model(views)
-    z1, z2 = z.chunk(2)
-    loss = contrastive_loss(z1, z2, labels, sampler=sampler, head_inputs=tuple(hidden.chunk(2)), **options)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    synchronize(views.device)
+    step(images, labels, config.loss_options(0))
+    synchronize(device)
     return time.perf_counter() - start, time.process_time() - start_cpu
 
 
@@ -58,61 +60,61 @@ def median_ratio(times: list[float], baseline: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=256, help="images per batch (each gives two views)")
-    parser.add_argument("--repeats", type=int, default=100, help="timed, interleaved steps per sampler")
+    parser.add_argument("--repeats", type=int, default=60, help="timed, interleaved steps per sampler")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per sampler first")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = resolve_device(args.device)
-    torch.manual_seed(0)
-    config = PretrainConfig()
-    options = config.loss_options() | config.sampler_state(0)
-    model = build_model("small_cnn", 1, IMAGE_SIZE, config.projection_dim).to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    views = torch.randn(2 * args.batch_size, 1, IMAGE_SIZE, IMAGE_SIZE, device=device)
-    labels = torch.randint(0, CLASSES, (args.batch_size,), device=device)
-
-    load_before = os.getloadavg()[0]
-    samplers = list(SAMPLERS)
-    for sampler in samplers:
-        for _ in range(args.warmup):
-            timed_step(model, optimizer, views, labels, sampler, options)
-    wall: dict[str, list[float]] = {sampler: [] for sampler in samplers}
-    cpu: dict[str, list[float]] = {sampler: [] for sampler in samplers}
-    for repeat in tqdm(range(args.repeats), desc="repetitions", disable=None):
-        shift = repeat % len(samplers)
-        for sampler in samplers[shift:] + samplers[:shift]:
-            wall_seconds, cpu_seconds = timed_step(model, optimizer, views, labels, sampler, options)
-            wall[sampler].append(wall_seconds)
-            cpu[sampler].append(cpu_seconds)
+    load_before = load_average()
+    with tempfile.TemporaryDirectory() as scratch, distributed_context(args.device) as context:
+        device = context.device
+        card = prepared(Path(scratch) / "digits", dataset="digits")
+        images, labels = load_split(Path(scratch) / "digits", "train", device)
+        configs = {name: PretrainConfig(sampler=name, arch="small_cnn", batch_size=args.batch_size, device=args.device, seed=SEED) for name in SAMPLERS}
+        steps = {}
+        for name, config in configs.items():
+            context.seed_everything(SEED)
+            steps[name] = build_training(config, card, context)[1]
+        samplers = list(SAMPLERS)
+        wall: dict[str, list[float]] = {name: [] for name in samplers}
+        cpu: dict[str, list[float]] = {name: [] for name in samplers}
+        batches = torch.Generator().manual_seed(SEED)
+        for repeat in tqdm(range(-args.warmup, args.repeats), desc="repetitions", disable=None):
+            batch = torch.randperm(len(images), generator=batches)[: args.batch_size].to(device)
+            shift = repeat % len(samplers)
+            for name in samplers[shift:] + samplers[:shift]:
+                wall_seconds, cpu_seconds = timed_step(steps[name], images[batch], labels[batch], configs[name])
+                if repeat >= 0:
+                    wall[name].append(wall_seconds)
+                    cpu[name].append(cpu_seconds)
 
     results = {}
-    for sampler in samplers:
-        ratio = median_ratio(wall[sampler], wall["ucl"])
-        target = TARGETS.get(sampler)
-        results[sampler] = {
-            "median_step_ms": round(1e3 * statistics.median(wall[sampler]), 3),
+    for name in samplers:
+        ratio, target = median_ratio(wall[name], wall["ucl"]), TARGETS.get(name)
+        results[name] = {
+            "median_step_ms": round(1e3 * statistics.median(wall[name]), 3),
             "ratio_to_ucl": round(ratio, 4),
             "target": target,
             "meets_target": None if target is None else ratio <= target,
-            "median_step_cpu_ms": round(1e3 * statistics.median(cpu[sampler]), 3),
-            "cpu_ratio_to_ucl": round(median_ratio(cpu[sampler], cpu["ucl"]), 4),
+            "median_step_cpu_ms": round(1e3 * statistics.median(cpu[name]), 3),
+            "cpu_ratio_to_ucl": round(median_ratio(cpu[name], cpu["ucl"]), 4),
+            "loss_options": configs[name].loss_options(0),
         }
-        row = results[sampler]
-        print(f"{sampler:15s} {row['median_step_ms']:8.2f} ms {ratio:6.3f}x   cpu {row['median_step_cpu_ms']:8.2f} ms {row['cpu_ratio_to_ucl']:6.3f}x   target {target or '-'}")
+        row = results[name]
+        print(f"{name:15s} {row['median_step_ms']:8.2f} ms {ratio:6.3f}x   cpu {row['median_step_cpu_ms']:8.2f} ms {row['cpu_ratio_to_ucl']:6.3f}x   target {target or '-'}")
     payload = {
+        "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, forward, loss, backward, grad norm, Adam)",
+        "model": f"small_cnn on prepared digits {card['image_shape']}, projection_dim {configs['ucl'].projection_dim}",
         "threads": torch.get_num_threads(),
         "batch_size": args.batch_size,
         "repeats": args.repeats,
         "warmup": args.warmup,
-        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
-        "model": "small_cnn, 1x8x8 inputs, projection_dim 128, Adam",
-        "options": options,
+        "load_average_1min": {"before": load_before, "after": load_average()},
         "results": results,
     }
-    write_result("samplers", payload, device)
+    write_result("samplers" if device.type == "cpu" else f"samplers_{device.type}", payload, device)
 
 
 if __name__ == "__main__":
