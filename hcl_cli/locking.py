@@ -17,25 +17,46 @@ LOCK_FILE = ".hcl.lock"
 def locked_folder(folder: str | Path, command: str) -> Iterator[Path]:
     """Hold ``folder`` (created if missing) for the block; a second holder gets a one-line error.
 
-    The lock is ``flock`` on ``FOLDER/.hcl.lock``, which records the holder's process id. The
-    kernel releases it when the process ends, however it ends (``kill -9`` included), so a
-    crashed run never leaves a folder locked.
+    The lock is ``flock`` on ``FOLDER/.hcl.lock``, which records the holder's process id and is
+    removed when the block ends. The kernel releases the lock when the process ends, however it
+    ends (``kill -9`` included), so a crashed run never leaves a folder locked; its stale file is
+    simply locked again by the next run. A lock taken on a file that its holder removed in the
+    meantime is retried on the new file, so two runs never both hold the folder.
     """
     path = Path(folder) / LOCK_FILE
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the whole block
     except OSError as exc:
         raise HclError(f"cannot write {folder}: {exc.strerror or exc}") from exc
-    with handle:
+    while True:
+        try:
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the whole block
+        except OSError as exc:
+            raise HclError(f"cannot write {folder}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
+            handle.close()
             raise HclError(f"{folder} is in use by another run ({holder}); wait for it to end or choose another output folder") from None
+        if _same_file(path, handle.fileno()):
+            break
+        handle.close()  # the previous holder removed the file between our open and our lock
+    with handle:
         handle.seek(0)
         handle.truncate()
         handle.write(f"hcl {command}, pid {os.getpid()}")
         handle.flush()
-        yield Path(folder)
+        try:
+            yield Path(folder)
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _same_file(path: Path, descriptor: int) -> bool:
+    """Whether ``path`` still names the open file ``descriptor``."""
+    try:
+        return os.stat(path).st_ino == os.fstat(descriptor).st_ino
+    except FileNotFoundError:
+        return False

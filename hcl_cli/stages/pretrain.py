@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.datasets import load_card, load_split
@@ -56,6 +57,7 @@ def run(config: PretrainConfig) -> None:
 
 def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
+    check_outputs_apart({"--data": config.data}, {"--out": config.out, "--live-dir": config.live_dir})
     card = load_card(config.data)
     if context.is_main:
         for warning in config.ignored_changes():

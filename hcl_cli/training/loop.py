@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +193,15 @@ def resume_from(training: TrainingRun) -> Checkpoint | None:
     """
     config = training.config
     try:
-        checkpoint = training.store.load(training.model, training.step.optimizer, training.identity, config.epochs, finished_run=not config.restart_on_change)
+        checkpoint = training.store.load(
+            training.model,
+            training.step.optimizer,
+            training.identity,
+            config.epochs,
+            finished_run=not config.restart_on_change,
+            steps_per_epoch=training.steps_per_epoch,
+            epoch_total_fields=[total.name for total in fields(EpochTotals)],
+        )
     except CheckpointMismatch as mismatch:
         if not config.restart_on_change:
             raise
