@@ -41,6 +41,7 @@ from hcl_cli.errors import UsageError
 from hcl_cli.locking import locked_folder
 from hcl_cli.models import save_encoder
 from hcl_cli.objectives import check_sampler_inputs
+from hcl_cli.provenance import now, run_record
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, interrupted, resume_from, train_one_epoch
 from hcl_cli.training.probes import HsclProbe, KnnProbe
@@ -57,6 +58,7 @@ def run(config: PretrainConfig) -> None:
 
 def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
+    started = now()
     check_outputs_apart({"--data": config.data}, {"--out": config.out, "--live-dir": config.live_dir})
     card = load_card(config.data)
     if context.is_main:
@@ -125,7 +127,16 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
 
         if context.is_main:
             out = Path(config.out) / "encoder.safetensors"
-            meta = {"config": config.params(), "epoch": config.epochs, "seed": config.seed, "dataset": card["name"], "mean": card["mean"], "std": card["std"], "world_size": context.world_size}
+            meta = {
+                "config": config.params(),
+                "epoch": config.epochs,
+                "seed": config.seed,
+                "dataset": card["name"],
+                "mean": card["mean"],
+                "std": card["std"],
+                "world_size": context.world_size,
+                "run": run_record(device, started),
+            }
             save_encoder(out, model, meta)
             print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {len(training.history)} epochs, {total_steps} steps)")
 
