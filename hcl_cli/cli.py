@@ -21,7 +21,7 @@ import typer
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig, StageConfig
 from hcl_cli.errors import HclError
 from hcl_cli.options import Option, option_name, parse_bool
-from hcl_cli.params import default_params_yaml, stage_params
+from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_params
 
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -120,9 +120,11 @@ for _config_cls in STAGE_CONFIGS:
 
 
 @app.command("params")
-def params() -> None:
+def params(
+    table: Annotated[bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as the README has it).")] = False,
+) -> None:
     """Print the default params.yaml: every stage's group, each key at its declared default (`hcl params > params.yaml` restores it)."""
-    sys.stdout.write(default_params_yaml())
+    sys.stdout.write(sampler_options_markdown() if table else default_params_yaml())
 
 
 @app.command("compare")

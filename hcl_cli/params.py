@@ -11,7 +11,7 @@ import yaml
 
 from hcl_cli.config import STAGE_CONFIGS, PretrainConfig, StageConfig
 from hcl_cli.errors import UsageError, first_line
-from hcl_cli.objectives.registry import users_label
+from hcl_cli.objectives.registry import sampler_options, users_label
 
 HEADER = """\
 # Parameters of the pipeline, one group per stage. Each dvc.yaml stage runs
@@ -52,6 +52,17 @@ def stage_params(path: Path, config_cls: type[StageConfig]) -> dict[str, Any]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"{path}: {config_cls.group}.{key} is not a parameter of hcl {config_cls.command}{hint}")
     return {key: options[key].check(value, where=f"{path}: {config_cls.group}.{key}") for key, value in group.items()}
+
+
+def sampler_options_markdown() -> str:
+    """The README's table of the loss and sampler options: flag, default, the samplers that read it, meaning."""
+    rows = ["| option (`hcl pretrain --...`, `pretrain.*`) | default | used by | meaning |", "| --- | --- | --- | --- |"]
+    for option in sampler_options():
+        choices = f" One of {', '.join(f'`{choice}`' for choice in option.choices)}." if option.choices else ""
+        default = yaml.safe_dump(option.default, default_style=None).splitlines()[0].strip("'")
+        meaning = f"{option.help}{choices}".replace("|", "\\|")
+        rows.append(f"| `{option.flag}` | `{default}` | {users_label(option.name).removeprefix('used by ')} | {meaning} |")
+    return "\n".join(rows) + "\n"
 
 
 def default_params_yaml() -> str:

@@ -18,7 +18,7 @@ from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, PretrainConfig
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.registry import users_of
-from hcl_cli.params import default_params_yaml, stage_params
+from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
@@ -61,6 +61,10 @@ def declared_code_deps(stage: str) -> set[str]:
 
 def test_params_yaml_is_what_hcl_params_writes() -> None:
     assert (ROOT / "params.yaml").read_text() == default_params_yaml()
+
+
+def test_the_readmes_option_table_is_what_hcl_params_table_writes() -> None:
+    assert sampler_options_markdown() in (ROOT / "README.md").read_text()
 
 
 @pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
