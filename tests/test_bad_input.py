@@ -1,4 +1,4 @@
-"""Issue 6's bad-input table: every case across the subcommands and params.yaml gets exit code 2
+"""The bad-input table: every case across the subcommands and params.yaml gets exit code 2
 (usage) or 1 (runtime), exactly one line on stderr, no traceback, and no partial artifact."""
 
 from __future__ import annotations

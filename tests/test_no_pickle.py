@@ -1,4 +1,4 @@
-"""Issue 6: nothing in hcl unpickles a file. Models, checkpoints and embeddings are safetensors with
+"""Nothing in hcl unpickles a file. Models, checkpoints and embeddings are safetensors with
 JSON sidecars; CIFAR's python batches are read only through torchvision's dataset class."""
 
 from __future__ import annotations
