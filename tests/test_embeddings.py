@@ -1,12 +1,13 @@
-"""The embeddings artifact, and the knn-eval / linear-eval commands that read it.
+"""The embeddings artifact, the knn-eval / linear-eval commands that read it, and their metrics artifact.
 
-Covers the round trip, each inconsistent file refused with one line, and each bad input reaching the
+Covers the round trips, each inconsistent file refused with one line, and each bad input reaching the
 user through ``hcl`` as one line with the right exit code, no traceback and no metrics file.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import torch
 
 from hcl_cli.artifacts import save_artifact
 from hcl_cli.cli import main
+from hcl_cli.config import KnnConfig, LinearConfig
 from hcl_cli.embeddings import EMBEDDINGS_KIND, load_embeddings, save_embeddings, topk_accuracy
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.metrics import EvaluationMetrics, load_metrics, save_metrics
 
 CLASSES = ["zero", "one", "two"]
 Corruption = Callable[[dict[str, torch.Tensor]], None]
@@ -121,15 +124,65 @@ def run_hcl(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     [("knn-eval", ["--k", "10"], "k", 10), ("linear-eval", ["--optimizer", "adam", "--lr", "0.1"], "optimizer", "adam")],
 )
 def test_commands_write_top1_top5_and_their_params(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, options: list[str], param: str, value: object
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    options: list[str],
+    param: str,
+    value: object,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     save_embeddings("e.safetensors", toy_embeddings(), META)
-    code, err = run_hcl([command, "--embeddings", "e.safetensors", "--out", "m.json", "--feature", "projection", "--device", "cpu", *options], capsys)
+    code, err = run_hcl(
+        [command, "--embeddings", "e.safetensors", "--out", "m.json", "--feature", "projection", "--device", "cpu", *options], capsys
+    )
     assert code == 0, err
     metrics = json.loads(Path("m.json").read_text())
     assert metrics["top1"] == 1.0 and metrics["top5"] == 1.0
     assert metrics["feature"] == "projection" and metrics[param] == value
+
+
+def test_knn_eval_records_the_test_size_through_the_metrics_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    save_embeddings("e.safetensors", toy_embeddings(test=13), META)
+    code, err = run_hcl(["knn-eval", "--embeddings", "e.safetensors", "--out", "m.json", "--k", "10", "--device", "cpu"], capsys)
+    assert code == 0, err
+    metrics = load_metrics("m.json", KnnConfig)
+    assert metrics == EvaluationMetrics(1.0, 1.0, 13, KnnConfig(k=10).params())
+    assert metrics.feature == "backbone"
+
+
+def test_metrics_round_trip_keeps_params_and_details(tmp_path: Path) -> None:
+    written = EvaluationMetrics(0.5, 0.75, 8, LinearConfig(epochs=3).params(), {"augmentation": {"recipe": "digits", "blur": False}})
+    save_metrics(tmp_path / "linear.json", written)
+    assert load_metrics(tmp_path / "linear.json", LinearConfig) == written
+    assert json.loads((tmp_path / "linear.json").read_text())["test_size"] == 8, "flat, as dvc metrics and hcl compare read it"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"top1": None}, r"'top1' must be a number in \[0, 1\] \(got None\)"),
+        ({"top5": 1.5}, r"'top5' must be a number in \[0, 1\] \(got 1\.5\)"),
+        ({"top1": 0.9, "top5": 0.8}, r"'top5' \(0\.8\) is below 'top1' \(0\.9\)"),
+        ({"test_size": None}, r"'test_size' must be a positive integer \(got None\): run hcl knn-eval again"),
+        ({"test_size": 0}, r"'test_size' must be a positive integer \(got 0\)"),
+        ({"test_size": True}, r"'test_size' must be a positive integer \(got True\)"),
+        ({"k": None}, r"'k' is missing \(the setting it was measured with\): run hcl knn-eval again"),
+        ({"k": 0}, r"'k' must be >= 1 \(got 0\)"),
+        ({"feature": "pixels"}, r"'feature' must be one of backbone, projection \(got 'pixels'\)"),
+    ],
+)
+def test_a_bad_metrics_file_is_one_line_naming_the_file_and_the_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    values = {"top1": 0.5, "top5": 0.75, "test_size": 8, **KnnConfig().params()} | changes
+    path = tmp_path / "knn.json"
+    path.write_text(json.dumps({key: value for key, value in values.items() if value is not None}))
+    with pytest.raises(HclError, match=f"^{re.escape(str(path))}: {message}") as raised:
+        load_metrics(path, KnnConfig)
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize(
@@ -145,7 +198,14 @@ def test_commands_write_top1_top5_and_their_params(
     ],
 )
 def test_bad_input_is_one_line_with_exit_code_and_no_metrics(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, corrupt: Corruption | None, extra: list[str], exit_code: int, message: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    corrupt: Corruption | None,
+    extra: list[str],
+    exit_code: int,
+    message: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     tensors = toy_embeddings()

@@ -1,11 +1,15 @@
-"""knn-eval: weighted kNN top-1 and top-5 of the test embeddings, the train embeddings being the bank (HCL Sec. 6.3)."""
+"""knn-eval: weighted kNN top-1 and top-5 of the test embeddings, the train embeddings being the bank (HCL Sec. 6.3).
+
+Writes the metrics artifact (:mod:`hcl_cli.metrics`) with the number of test embeddings scored.
+"""
 
 from __future__ import annotations
 
-from hcl_cli.artifacts import check_outputs_apart, write_json
+from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.config import KnnConfig
 from hcl_cli.embeddings import load_embeddings, topk_accuracy
 from hcl_cli.knn import knn_predict
+from hcl_cli.metrics import EvaluationMetrics, save_metrics
 from hcl_cli.runtime import resolve_device
 
 
@@ -25,5 +29,5 @@ def run(config: KnnConfig) -> None:
         bank_chunk_size=config.bank_chunk_size,
     )
     accuracy = topk_accuracy(scores, data.test_y)
-    write_json(config.out, {"top1": accuracy[1], "top5": accuracy[5], **config.params()})
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(data.test_y), config))
     print(f"hcl knn-eval: wrote {config.out}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, k {config.k})")
