@@ -1,6 +1,9 @@
-"""``hcl report`` on a run made in the test: digits prepared, an untrained encoder, its embeddings,
-metrics files and dvclive logs. The numbers equal the files, every linked figure is a real PNG,
-missing optional inputs only drop their section, and a missing metrics folder is one line."""
+"""``hcl report`` on runs made in the test: digits prepared, an untrained encoder, its embeddings,
+metrics files and training logs; and an imagefolder dataset in a folder whose params.yaml says
+digits. The numbers equal the files with their Wilson intervals, the baselines are real accuracies,
+the dataset and the provenance come from the card and the encoder, only the parameters the sampler
+reads are listed, runs that read labels say so, every linked figure is a real PNG, missing
+optional inputs only drop their section, and a missing metrics folder is one line."""
 
 from __future__ import annotations
 
@@ -12,47 +15,84 @@ import matplotlib.image
 import pytest
 import torch
 import yaml
+from PIL import Image
 
-from dvclive import Live
-from hcl_cli.artifacts import write_json
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, loss_key
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.metrics import EvaluationMetrics, save_metrics
 from hcl_cli.models import build_model, save_encoder
-from hcl_cli.stages import embed, prepare, report
+from hcl_cli.stages import embed, knn_eval, prepare, report
+from hcl_cli.stats import wilson_interval
+from hcl_cli.training.log import TrainingLog
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRAINED = PretrainConfig(sampler="hscl", epochs=3, batch_size=32)
-KNN = {"top1": 0.912345678, "top5": 0.99876, **KnnConfig(k=20, temperature=0.1).params()}
-LINEAR = {"top1": 0.9333333333333333, "top5": 1.0, **LinearConfig(epochs=30).params()}
+DIGITS_TEST_SIZE = 450
+KNN = EvaluationMetrics(411 / DIGITS_TEST_SIZE, 449 / DIGITS_TEST_SIZE, DIGITS_TEST_SIZE, KnnConfig(k=20, temperature=0.1).params())
+LINEAR = EvaluationMetrics(420 / DIGITS_TEST_SIZE, 1.0, DIGITS_TEST_SIZE, LinearConfig(epochs=30).params())
+RUN_RECORD = {
+    "started": "2024-05-06T07:08:09+00:00",
+    "finished": "2024-05-06T08:10:09+00:00",
+    "device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"},
+    "host": "node-7",
+    "git_commit": "0123456789abcdef+dirty",
+}
 EXPECTED_FIGURES = {"loss.png", "knn_top1.png", "hscl_diagnostics.png", "similarity.png", "hard_negatives.png"}
+ROW = re.compile(
+    r"^\| (kNN|kNN \(baseline\)|Linear readout) \| ([^|]+) \| (\w+) \| ([0-9,]+) \| ([0-9.]+) \| \[([0-9.]+), ([0-9.]+)\] \| ([0-9.]+) \| \[([0-9.]+), ([0-9.]+)\] \|",
+    re.MULTILINE,
+)
+IMAGEFOLDER_CLASSES = ("circle", "cross", "square")
+IMAGEFOLDER_COUNTS = {"train": 5, "test": 3}
+
+
+def default_params_yaml(root: Path) -> None:
+    """The default params.yaml (prepare.dataset: digits, pretrain.sampler: hucl) in ``root``."""
+    defaults = {cls.group: cls().params() for cls in STAGE_CONFIGS}
+    (root / "params.yaml").write_text(yaml.safe_dump(defaults, sort_keys=False))
+
+
+def save_untrained_encoder(root: Path, trained: PretrainConfig, card: dict[str, object], **extra: object) -> Path:
+    """An untrained small CNN saved as the run's encoder, its sidecar recording ``trained`` and ``extra``."""
+    channels, size, _ = card["image_shape"]
+    torch.manual_seed(0)
+    meta = {
+        "config": trained.params(),
+        "epoch": trained.epochs,
+        "seed": trained.seed,
+        "dataset": card["name"],
+        "mean": card["mean"],
+        "std": card["std"],
+        **extra,
+    }
+    path = root / "models" / "encoder.safetensors"
+    save_encoder(path, build_model("small_cnn", channels, size, 16), meta)
+    return path
 
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every input of a report: params.yaml, prepared digits, encoder, embeddings, metrics, dvclive logs."""
+    """Every input of a report: params.yaml, prepared digits, encoder, embeddings, metrics, training logs."""
     root = tmp_path_factory.mktemp("run")
-    defaults = {cls.group: cls().params() for cls in STAGE_CONFIGS}
-    (root / "params.yaml").write_text(yaml.safe_dump(defaults, sort_keys=False))
+    default_params_yaml(root)
     prepare.run(PrepareConfig(out=str(root / "data" / "prepared")))
     card = load_card(root / "data" / "prepared")
-    torch.manual_seed(0)
-    meta = {"config": TRAINED.params(), "epoch": TRAINED.epochs, "seed": 0, "dataset": "digits", "mean": card["mean"], "std": card["std"]}
-    save_encoder(root / "models" / "encoder.safetensors", build_model("small_cnn", 1, 8, 16), meta)
-    embed.run(EmbedConfig(data=str(root / "data" / "prepared"), model=str(root / "models" / "encoder.safetensors"), out=str(root / "data" / "embeddings.safetensors"), device="cpu"))
-    write_json(root / "metrics" / "knn.json", KNN)
-    write_json(root / "metrics" / "linear.json", LINEAR)
-    with Live(dir=str(root / "dvclive" / "pretrain"), save_dvc_exp=False, dvcyaml=None) as live:
-        for epoch in range(TRAINED.epochs):
-            live.step = epoch
-            live.log_metric("loss", 5.0 - epoch)
-            live.log_metric("knn_top1", 0.5 + 0.1 * epoch)
-            live.log_metric(ASSUMPTION1_KEY, 0.9 + 0.02 * epoch)
-            for offset, sampler in enumerate(LOSS_SAMPLERS):
-                live.log_metric(loss_key(sampler), 4.0 + offset - 0.5 * epoch)
-            live.next_step()
+    assert card["counts"]["test"] == DIGITS_TEST_SIZE
+    model = save_untrained_encoder(root, TRAINED, card, run=RUN_RECORD)
+    embed.run(
+        EmbedConfig(data=str(root / "data" / "prepared"), model=str(model), out=str(root / "data" / "embeddings.safetensors"), device="cpu")
+    )
+    save_metrics(root / "metrics" / "knn.json", KNN)
+    save_metrics(root / "metrics" / "linear.json", LINEAR)
+    history = [
+        {"epoch": epoch, "loss": 5.0 - epoch, "knn_top1": 0.5 + 0.1 * epoch, ASSUMPTION1_KEY: 0.9 + 0.02 * epoch}
+        | {loss_key(sampler): 4.0 + offset - 0.5 * epoch for offset, sampler in enumerate(LOSS_SAMPLERS)}
+        for epoch in range(TRAINED.epochs)
+    ]
+    TrainingLog(root / "dvclive" / "pretrain").write(history)
     return root
 
 
@@ -75,14 +115,100 @@ def full_report(run_folder: Path) -> Path:
     return run_folder / "reports" / "report.md"
 
 
+def metric_rows(path: Path) -> list[tuple[str, ...]]:
+    """The metric table's rows: evaluation, encoder, feature, test images, top-1 and its interval, top-5 and its interval."""
+    return metric_rows_of(path.read_text())
+
+
+def metric_rows_of(text: str) -> list[tuple[str, ...]]:
+    return ROW.findall(text)
+
+
+def section(text: str, heading: str) -> str:
+    """The body of the ``## heading`` section of a report."""
+    return text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def test_metric_table_equals_the_metrics_files(full_report: Path, run_folder: Path) -> None:
-    rows = re.findall(r"^\| (kNN|Linear readout) \| (\w+) \| ([0-9.]+) \| ([0-9.]+) \|", full_report.read_text(), flags=re.MULTILINE)
-    assert [name for name, *_ in rows] == ["kNN", "Linear readout"]
-    for (_, feature, top1, top5), name in zip(rows, ("knn", "linear")):
+    rows = [row for row in metric_rows(full_report) if row[1] == "trained"]
+    assert [row[0] for row in rows] == ["kNN", "Linear readout"]
+    for (_, _, feature, test_size, top1, _, _, top5, _, _), name in zip(rows, ("knn", "linear")):
         recorded = json.loads((run_folder / "metrics" / f"{name}.json").read_text())
-        assert feature == recorded["feature"]
+        assert feature == recorded["feature"] and int(test_size) == recorded["test_size"] == DIGITS_TEST_SIZE
         assert float(top1) == round(recorded["top1"], 4) and top1 == f"{recorded['top1']:.4f}"
         assert float(top5) == round(recorded["top5"], 4) and top5 == f"{recorded['top5']:.4f}"
+
+
+def check_wilson_intervals(rows: list[tuple[str, ...]]) -> None:
+    """Every interval of ``rows`` is the Wilson interval of its accuracy on its test size.
+
+    The accuracy is a count over the test images: with fewer than 10,000 of them its 4 decimals
+    recover the count exactly.
+    """
+    for _, _, _, test_size, *accuracies in rows:
+        count = int(test_size.replace(",", ""))
+        for accuracy, low, high in (accuracies[:3], accuracies[3:]):
+            exact = round(float(accuracy) * count) / count
+            assert f"{exact:.4f}" == accuracy
+            assert (low, high) == tuple(f"{bound:.4f}" for bound in wilson_interval(exact, count))
+            assert 0.0 <= float(low) <= float(accuracy) <= float(high) <= 1.0
+
+
+def test_every_interval_is_the_wilson_interval_of_its_test_size(full_report: Path) -> None:
+    rows = metric_rows(full_report)
+    assert len(rows) == 4
+    check_wilson_intervals(rows)
+    assert "95% Wilson interval" in full_report.read_text()
+
+
+def test_baselines_stand_beside_the_knn_result(full_report: Path) -> None:
+    rows = metric_rows(full_report)
+    assert [(row[0], row[1], row[2]) for row in rows] == [
+        ("kNN", "trained", "backbone"),
+        ("kNN (baseline)", f"untrained small_cnn (seed {TRAINED.seed})", "backbone"),
+        ("kNN (baseline)", "none: raw pixels", "pixels"),
+        ("Linear readout", "trained", "backbone"),
+    ]
+    for _, _, _, test_size, top1, low1, high1, top5, low5, high5 in rows[1:3]:
+        assert int(test_size) == DIGITS_TEST_SIZE
+        assert all(0.0 <= float(value) <= 1.0 for value in (top1, low1, high1, top5, low5, high5))
+        assert float(top1) <= float(top5)
+    pixels_top1 = float(rows[2][4])
+    assert pixels_top1 > 0.9, "kNN on the raw pixels of the digits is far above chance"
+    text = full_report.read_text()
+    assert "the raw pixels, each image flattened, scaled to [0, 1] and L2-normalised" in text
+    assert f"initialised with the run's seed {TRAINED.seed}" in text
+
+
+def test_the_run_section_names_the_provenance_from_the_encoder(full_report: Path) -> None:
+    run_section = section(full_report.read_text(), "Run")
+    assert (
+        "`digits` (sklearn.datasets.load_digits, stratified split with test_fraction=0.25): 1,347 train, 450 test images, 10 classes"
+        in run_section
+    )
+    assert "images of 1 x 8 x 8" in run_section
+    assert "2024-05-06T07:08:09+00:00 to 2024-05-06T08:10:09+00:00 (1 h 02 min) on cuda (NVIDIA H100 80GB HBM3)" in run_section
+    assert "host `node-7`, git commit `0123456789abcdef+dirty`" in run_section
+    assert f"torch {torch.__version__}" in run_section
+
+
+def test_a_supervised_run_is_marked_as_using_labels(full_report: Path) -> None:
+    text = full_report.read_text()
+    assert "labels used: **yes**: `hscl` is a supervised sampler" in section(text, "Run")
+    assert "**Pretraining used the labels** (`hscl`" in section(text, "Metrics")
+
+
+@pytest.mark.parametrize(
+    ("trained", "uses_labels"),
+    [
+        (PretrainConfig(sampler="scl"), "**yes**: `scl` is a supervised sampler"),
+        (PretrainConfig(sampler="ucl", positives="labels"), "**yes**: `ucl` ran with positives = labels"),
+        (PretrainConfig(sampler="hucl"), "no: `hucl` is self-supervised"),
+    ],
+)
+def test_labels_note_follows_the_sampler_and_its_positives(trained: PretrainConfig, uses_labels: str) -> None:
+    encoder = report.TrainedEncoder(Path("encoder.safetensors"), build_model("small_cnn", 1, 8, 16), {}, trained)
+    assert report.labels_note(encoder).startswith(uses_labels)
 
 
 def test_every_linked_figure_is_a_non_empty_png(full_report: Path) -> None:
@@ -102,10 +228,15 @@ def test_protocol_and_parameters_are_the_runs(full_report: Path) -> None:
     assert "k = 20" in text and "T = 0.1" in text and "exp(cos / T)" in text
     assert "standardised with the train split's per-feature mean and standard deviation" in text
     assert "L-BFGS" in text and "at most 30 iterations" in text and "initialisation seed 0" in text
-    assert "| pretrain | sampler | hscl (params.yaml: hucl) | `" in text, "the encoder's value, with the unreproduced params.yaml one beside it"
+    assert "| pretrain | sampler | hscl (params.yaml: hucl) | `" in text, (
+        "the encoder's value, with the unreproduced params.yaml one beside it"
+    )
     assert "| pretrain | epochs | 3 (params.yaml: 60) |" in text
     assert "| knn | k | 20 (params.yaml: 200) |" in text
     assert "| embed | batch_size | 512 | `" in text, "a stage that records nothing shows params.yaml"
+    assert "| pretrain | beta | 1.0 |" in text, "hscl reads beta"
+    assert "| pretrain | tau_plus |" not in text and "| pretrain | ot_epsilon |" not in text, "hscl reads neither"
+    assert "| prepare | dataset | digits | `" in text and "card.json" in text, "the dataset as the card records it"
 
 
 def test_missing_optional_inputs_drop_only_their_sections(run_folder: Path, tmp_path: Path) -> None:
@@ -133,12 +264,15 @@ def test_missing_metrics_folder_is_a_one_line_error(run_folder: Path, tmp_path: 
 
 
 def test_metrics_file_without_top1_names_the_file(tmp_path: Path, run_folder: Path) -> None:
-    write_json(tmp_path / "metrics" / "knn.json", {"top5": 0.5, **KnnConfig().params()})
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "knn.json").write_text(json.dumps({"top5": 0.5, "test_size": DIGITS_TEST_SIZE, **KnnConfig().params()}))
     with pytest.raises(HclError, match=r"knn\.json: 'top1' must be a number in \[0, 1\]"):
         report.run(report_config(run_folder, metrics=str(tmp_path / "metrics"), out=str(tmp_path / "report.md")))
 
 
-def test_cli_reports_a_missing_metrics_folder_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reports_a_missing_metrics_folder_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         main(["report", "--metrics", "nowhere"])
@@ -175,4 +309,76 @@ def test_out_into_an_input_is_a_usage_error(run_folder: Path) -> None:
     with pytest.raises(UsageError, match=r"--out .*metrics/knn.json is also the input --metrics .*metrics \(.* lies inside the folder"):
         report.run(report_config(run_folder, out=str(run_folder / "metrics" / "knn.json")))
     assert sorted(path.name for path in (run_folder / "metrics").iterdir()) == before
-    assert json.loads((run_folder / "metrics" / "knn.json").read_text())["top1"] == KNN["top1"]
+    assert json.loads((run_folder / "metrics" / "knn.json").read_text())["top1"] == KNN.top1
+
+
+def test_metrics_of_another_test_split_are_refused(run_folder: Path, tmp_path: Path) -> None:
+    save_metrics(tmp_path / "metrics" / "knn.json", EvaluationMetrics(0.5, 0.9, DIGITS_TEST_SIZE + 1, KnnConfig().params()))
+    out = tmp_path / "reports" / "report.md"
+    with pytest.raises(HclError, match=rf"knn\.json scored {DIGITS_TEST_SIZE + 1} test images, but .*prepared holds {DIGITS_TEST_SIZE}"):
+        report.run(report_config(run_folder, metrics=str(tmp_path / "metrics"), out=str(out)))
+    assert not out.exists()
+
+
+def write_image_folder(root: Path) -> None:
+    """``root/{train,test}/<class>/*.png``: 8x8 RGB images, each class its own colour channel plus noise."""
+    generator = torch.Generator().manual_seed(0)
+    for split, count in IMAGEFOLDER_COUNTS.items():
+        for label, name in enumerate(IMAGEFOLDER_CLASSES):
+            folder = root / split / name
+            folder.mkdir(parents=True)
+            for index in range(count):
+                pixels = torch.randint(0, 80, (8, 8, 3), generator=generator, dtype=torch.uint8)
+                pixels[..., label] += 170
+                Image.fromarray(pixels.numpy()).save(folder / f"{index}.png")
+
+
+@pytest.fixture(scope="module")
+def imagefolder_report(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The report of a ucl run on a tiny imagefolder dataset, in a folder whose params.yaml says digits and hucl."""
+    root = tmp_path_factory.mktemp("imagefolder")
+    default_params_yaml(root)
+    write_image_folder(root / "raw")
+    prepare.run(PrepareConfig(dataset="imagefolder", path=str(root / "raw"), out=str(root / "data" / "prepared")))
+    card = load_card(root / "data" / "prepared")
+    model = save_untrained_encoder(root, PretrainConfig(sampler="ucl", epochs=2, batch_size=8, beta=2.0), card)
+    embed.run(
+        EmbedConfig(data=str(root / "data" / "prepared"), model=str(model), out=str(root / "data" / "embeddings.safetensors"), device="cpu")
+    )
+    knn_eval.run(
+        KnnConfig(k=5, embeddings=str(root / "data" / "embeddings.safetensors"), out=str(root / "metrics" / "knn.json"), device="cpu")
+    )
+    report.run(report_config(root, plots=str(root / "absent")))
+    return (root / "reports" / "report.md").read_text()
+
+
+def test_the_report_names_the_prepared_dataset_not_params_yaml(imagefolder_report: str) -> None:
+    train, test = (count * len(IMAGEFOLDER_CLASSES) for count in IMAGEFOLDER_COUNTS.values())
+    run_section = section(imagefolder_report, "Run")
+    assert "**Dataset**: `imagefolder` (" in run_section
+    assert f"): {train} train, {test} test images, {len(IMAGEFOLDER_CLASSES)} classes, images of 3 x 8 x 8" in run_section
+    assert "digits" not in run_section
+    assert "| prepare | dataset | imagefolder (params.yaml: digits) | `" in imagefolder_report
+    assert all(int(row[3]) == test for row in metric_rows_of(imagefolder_report))
+
+
+def test_only_the_parameters_the_sampler_reads_are_listed(imagefolder_report: str) -> None:
+    listed = set(re.findall(r"^\| pretrain \| (\w+) \|", imagefolder_report, flags=re.MULTILINE))
+    assert listed == set(PretrainConfig(sampler="ucl").used_params())
+    assert {"temperature", "positives", "seed", "epochs"} <= listed
+    assert not listed & {"beta", "tau_plus", "anneal", "ot_epsilon", "undimix_weights"}, "ucl reads none of them (beta 2.0 was set)"
+    assert "| pretrain | sampler | ucl (params.yaml: hucl) |" in imagefolder_report
+
+
+def test_a_self_supervised_run_is_not_marked_as_using_labels(imagefolder_report: str) -> None:
+    assert "labels used: no: `ucl` is self-supervised" in section(imagefolder_report, "Run")
+    assert "Pretraining used the labels" not in imagefolder_report
+    assert "not recorded in" in section(imagefolder_report, "Run"), "an encoder without a run record says so"
+
+
+def test_the_imagefolder_baselines_are_accuracies_with_intervals(imagefolder_report: str) -> None:
+    rows = metric_rows_of(imagefolder_report)
+    assert [row[1] for row in rows] == ["trained", "untrained small_cnn (seed 0)", "none: raw pixels"]
+    check_wilson_intervals(rows)
+    assert float(rows[2][4]) == 1.0, "each class is its own colour: the raw pixels separate them"
+    assert "With 3 classes, top-5 is 1 by construction." in imagefolder_report

@@ -1,21 +1,34 @@
-"""``hcl report``: ``reports/report.md``, the run's metrics, protocol, parameters and figures.
+"""``hcl report``: ``reports/report.md``, the run's metrics, baselines, provenance, protocol, parameters and figures.
 
 Sections, each written only when its inputs exist (only the metrics folder is required):
 
-- the metric table, read from ``metrics/knn.json`` and ``metrics/linear.json`` (4 decimals);
+- the run: the dataset as its prepared card describes it (name, source, images per split,
+  classes, image shape), whether pretraining read the labels (a supervised sampler, or
+  ``positives = labels``), and when, where and with which torch and git commit the encoder was
+  trained (its sidecar's ``run`` and ``versions``);
+- the metric table, read from ``metrics/knn.json`` and ``metrics/linear.json`` (4 decimals), each
+  accuracy with its 95% Wilson interval from the test size the file records, and beside the kNN
+  result two baselines computed here with the same kNN settings: the same encoder architecture
+  untrained (seeded with the run's seed, embedded with the same eval transform) and the raw
+  pixels (flattened, scaled to [0, 1], L2-normalised);
 - the evaluation protocol, with the settings those files record;
-- the parameter table, one row per key of each params.yaml group, holding the value the run
-  recorded (pretrain: the encoder's sidecar; knn, linear: their metrics files) where there is one;
+- the parameter table: the pretrain parameters the run's sampler reads (none it ignores), and
+  every key of the other params.yaml groups, each holding the value the run recorded (pretrain:
+  the encoder's sidecar; prepare: the dataset card; knn, linear: their metrics files) where there
+  is one;
 - figures (PNG, in ``figures/`` beside the report): the training loss and kNN top-1 per epoch
   (HCL Fig. 11) and, for the supervised samplers, H-SCL's Assumption 1 share and four losses
   (H-SCL Figs. 4-5), all from pretrain's dvclive logs; same- vs different-label cosine similarity
   histograms of the test embeddings, of the feature the kNN (else linear) evaluation read (HCL
   Fig. 5); and the hardest negatives of a few test anchors under the run's sampler (HCL Fig. 12),
   which needs the encoder and the prepared images.
+
+Every input is read, and every baseline computed, before the first file is written.
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -23,18 +36,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from hcl_cli import figures
-from hcl_cli.artifacts import check_outputs_apart, is_finite_number, read_json, sidecar_path, write_text
+from hcl_cli.artifacts import check_outputs_apart, sidecar_path, write_text
 from hcl_cli.augment import build_eval_transform
-from hcl_cli.config import KnnConfig, LinearConfig, PretrainConfig, ReportConfig, StageConfig
-from hcl_cli.datasets import load_card, load_split
+from hcl_cli.config import FEATURES, KnnConfig, LinearConfig, PretrainConfig, ReportConfig, StageConfig
+from hcl_cli.datasets import CARD_FILE, load_card, load_split
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, hardest_negatives, label_pair_similarities, loss_key, pick_anchors
-from hcl_cli.embeddings import load_embeddings
+from hcl_cli.embeddings import load_embeddings, topk_accuracy
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.models import check_fits_dataset, load_encoder
+from hcl_cli.knn import knn_predict
+from hcl_cli.metrics import EvaluationMetrics, load_metrics
+from hcl_cli.models import ContrastiveModel, build_model, check_fits_dataset, encode, load_encoder
 from hcl_cli.params import load_params
 from hcl_cli.runtime import resolve_device
+from hcl_cli.stats import wilson_interval
 
 METRIC_FILES: dict[str, tuple[str, type[StageConfig]]] = {"knn": ("kNN", KnnConfig), "linear": ("Linear readout", LinearConfig)}
 FIGURES_FOLDER = "figures"
@@ -42,6 +59,8 @@ PRETRAIN_METRICS = Path("pretrain") / "plots" / "metrics"
 HISTOGRAM_PAIRS = 100_000
 HARD_NEGATIVES = 10
 HARD_NEGATIVE_SEED = 0
+BASELINE_BATCH_SIZE = 512
+KNN_SETTINGS = ("k", "temperature", "chunk_size", "bank_chunk_size")
 LOSS_LABELS = {"ucl": "UCL", "scl": "SCL", "hucl": "H-UCL", "hscl": "H-SCL"}
 
 
@@ -67,6 +86,43 @@ class Recorded:
     source: str
 
 
+@dataclass(frozen=True)
+class TrainedEncoder:
+    """The run's encoder (in eval mode), its sidecar and the pretrain configuration the sidecar records."""
+
+    path: Path
+    model: ContrastiveModel
+    sidecar: dict[str, Any]
+    config: PretrainConfig
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The prepared dataset folder: its card and its labelled splits, read once."""
+
+    folder: Path
+    card: dict[str, Any]
+    splits: dict[str, tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One row of the metric table: an evaluation of an encoder (or of none), and where its numbers come from."""
+
+    evaluation: str
+    encoder: str
+    metrics: EvaluationMetrics
+    source: str
+
+    def cells(self) -> list[str]:
+        accuracies = [cell for key in ("top1", "top5") for cell in accuracy_cells(getattr(self.metrics, key), self.metrics.test_size)]
+        return [self.evaluation, self.encoder, self.metrics.feature, f"{self.metrics.test_size:,}", *accuracies, self.source]
+
+
 def run(config: ReportConfig) -> None:
     """Write ``config.out`` and its figures from whichever inputs exist, once all of them are read."""
     metrics_folder, out = Path(config.metrics), Path(config.out)
@@ -80,29 +136,34 @@ def run(config: ReportConfig) -> None:
         "--model": config.model,
     }
     check_outputs_apart(inputs, {"--out": out, "--out (its figures)": figure_folder})
-    metrics = read_metrics(metrics_folder)
-    recorded = {
-        name: Recorded({key: metrics[name][key] for key in stage.param_names()}, f"`{metrics_folder / f'{name}.json'}`")
-        for name, (_, stage) in METRIC_FILES.items()
-        if name in metrics
-    }
-    model = Path(config.model)
-    encoder = trained_config(model) if model.is_file() else None
+    metrics = read_metric_files(metrics_folder)
+    prepared = read_prepared(Path(config.data), metrics, metrics_folder) if Path(config.data).is_dir() else None
+    encoder = read_encoder(Path(config.model), prepared) if Path(config.model).is_file() else None
+    recorded = {name: Recorded(metrics[name].params, f"`{metrics_folder / f'{name}.json'}`") for name in METRIC_FILES if name in metrics}
+    if prepared is not None:
+        card = prepared.card
+        recorded["prepare"] = Recorded(
+            {"dataset": card["name"]} | ({"seed": card["seed"]} if "seed" in card else {}), f"`{prepared.folder / CARD_FILE}`"
+        )
     if encoder is not None:
-        recorded["pretrain"] = Recorded(encoder.params(), f"`{sidecar_path(model)}`")
+        recorded["pretrain"] = Recorded(encoder.config.params(), f"`{sidecar_path(encoder.path)}`")
     recorded["report"] = Recorded(config.params(), "`hcl report` options")
 
-    feature = next(iter(metrics.values()))["feature"]
+    rows = [MetricRow(METRIC_FILES[name][0], "trained", values, f"`{metrics_folder / f'{name}.json'}`") for name, values in metrics.items()]
+    if "knn" in metrics and prepared is not None:
+        rows[1:1] = baseline_rows(metrics["knn"], prepared, encoder)
+    feature = next(iter(metrics.values())).feature
     drawn = [
         *training_figures(Path(config.plots) / PRETRAIN_METRICS),
         *similarity_figure(Path(config.embeddings), feature),
-        *(hard_negative_figure(config, encoder) if encoder is not None else []),
+        *(hard_negative_figure(config, prepared, encoder) if prepared is not None and encoder is not None else []),
     ]
     sections = [
         f"# {config.title}",
-        metric_section(metrics, metrics_folder),
-        protocol_section(metrics),
-        parameter_section(Path(config.params_file), recorded),
+        run_section(prepared, encoder, Path(config.data), Path(config.model)),
+        metric_section(rows, encoder, prepared),
+        protocol_section(metrics, encoder, baselines=len(rows) > len(metrics)),
+        parameter_section(Path(config.params_file), recorded, encoder),
         figure_section(drawn),
     ]
     for figure in drawn:
@@ -111,66 +172,212 @@ def run(config: ReportConfig) -> None:
     print(f"hcl report: wrote {out} with {len(drawn)} figure(s)")
 
 
-def read_metrics(folder: Path) -> dict[str, dict[str, Any]]:
+def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
     """The metrics files present in ``folder``, by stage; a missing folder, or neither file, is an error."""
     if not folder.is_dir():
         raise HclError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
     paths = {name: folder / f"{name}.json" for name in METRIC_FILES}
-    metrics = {name: read_json(path, what=f"{METRIC_FILES[name][0]} metrics") for name, path in paths.items() if path.is_file()}
+    metrics = {name: load_metrics(path, METRIC_FILES[name][1]) for name, path in paths.items() if path.is_file()}
     if not metrics:
         raise HclError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
-    for name, values in metrics.items():
-        path = paths[name]
-        for key in ("top1", "top5"):
-            value = values.get(key)
-            if not is_finite_number(value) or not 0.0 <= value <= 1.0:
-                raise HclError(f"{path}: {key!r} must be a number in [0, 1] (got {value!r})")
-        missing = [key for key in METRIC_FILES[name][1].param_names() if key not in values]
-        if missing:
-            raise HclError(f"{path} does not record its setting {', '.join(missing)}: run hcl {name}-eval again")
     return metrics
 
 
-def trained_config(model: Path) -> PretrainConfig:
-    """The pretrain configuration recorded in the encoder's sidecar (``config``)."""
-    sidecar = read_json(sidecar_path(model), what="encoder sidecar")
+def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_folder: Path) -> Prepared:
+    """The prepared dataset's card and labelled splits; its test split must be the one the metrics scored."""
+    card = load_card(folder)
+    for name, values in metrics.items():
+        if values.test_size != card["counts"]["test"]:
+            raise HclError(
+                f"{metrics_folder / f'{name}.json'} scored {values.test_size} test images, but {folder} holds {card['counts']['test']}: "
+                "the metrics come from another dataset (run the pipeline again, or give the --data it evaluated)"
+            )
+    return Prepared(folder, card, {split: load_split(folder, split) for split in ("train", "test")})
+
+
+def read_encoder(path: Path, prepared: Prepared | None) -> TrainedEncoder:
+    """The encoder, its sidecar and its pretrain configuration (``config``), checked against the prepared images."""
+    model, sidecar = load_encoder(path, resolve_device("auto"))
     try:
-        return PretrainConfig(**sidecar["config"])
+        config = PretrainConfig(**sidecar["config"])
     except (KeyError, TypeError, UsageError) as exc:
-        raise HclError(f"{sidecar_path(model)}: 'config' is not a valid pretrain configuration ({exc})") from exc
+        raise HclError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
+    if prepared is not None:
+        check_fits_dataset(model, prepared.card["image_shape"], str(path), str(prepared.folder))
+    return TrainedEncoder(path, model, sidecar, config)
 
 
-def metric_section(metrics: dict[str, dict[str, Any]], folder: Path) -> str:
-    """The metric table: top-1 and top-5 of each evaluation on the test split, as the files hold them."""
-    rows = [
-        f"| {METRIC_FILES[name][0]} | {values['feature']} | {values['top1']:.4f} | {values['top5']:.4f} | `{folder / f'{name}.json'}` |"
-        for name, values in metrics.items()
-    ]
+def baseline_rows(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEncoder | None) -> list[MetricRow]:
+    """kNN of the untrained encoder (when the encoder is known) and of the raw pixels, with the settings of ``knn``.
+
+    The untrained encoder is the run's architecture initialised with the run's seed, in eval mode,
+    embedded with the run's eval transform; the pixels are each image flattened (the bank stays
+    uint8: kNN converts each chunk to float32 and L2-normalises it, in which the 1/255 scale cancels).
+    """
+    (train_images, train_labels), (test_images, test_labels) = prepared.splits["train"], prepared.splits["test"]
+    device = encoder.device if encoder is not None else resolve_device("auto")
+    steps: list[tuple[str, Callable[[], tuple[torch.Tensor, torch.Tensor]]]] = []
+    if encoder is not None:
+        untrained = f"untrained {encoder.model.arch} (seed {encoder.config.seed})"
+        steps.append((untrained, partial(untrained_features, encoder, train_images, test_images, knn.feature)))
+    steps.append(("none: raw pixels", lambda: (train_images.flatten(1), test_images.flatten(1).float() / 255.0)))
+    rows = []
+    for name, features in tqdm(steps, desc="report baselines", unit="baseline", disable=None):
+        bank, queries = features()
+        scores = knn_predict(
+            bank,
+            train_labels,
+            queries.to(device),
+            num_classes=prepared.card["num_classes"],
+            **{key: knn.params[key] for key in KNN_SETTINGS},
+        )
+        accuracy = topk_accuracy(scores, test_labels)
+        params = knn.params | {"feature": knn.feature if name.startswith("untrained") else "pixels"}
+        rows.append(
+            MetricRow(
+                "kNN (baseline)", name, EvaluationMetrics(accuracy[1], accuracy[5], len(test_labels), params), "computed by `hcl report`"
+            )
+        )
+    return rows
+
+
+def untrained_features(
+    encoder: TrainedEncoder, train_images: torch.Tensor, test_images: torch.Tensor, feature: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``feature`` embeddings of the train and test images by the run's architecture at its seeded initialisation."""
+    trained = encoder.model
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(encoder.config.seed)
+        model = build_model(trained.arch, trained.in_channels, trained.image_size, trained.projection_dim)
+    model = model.to(encoder.device).eval()
+    transform = build_eval_transform(encoder.sidecar["mean"], encoder.sidecar["std"])
+    index = FEATURES.index(feature)  # encode returns (backbone, projection)
+    train = encode(model, transform, train_images, BASELINE_BATCH_SIZE, description="untrained: embed train")[index]
+    test = encode(model, transform, test_images, BASELINE_BATCH_SIZE, description="untrained: embed test")[index]
+    return train, test
+
+
+def accuracy_cells(accuracy: float, test_size: int) -> list[str]:
+    """An accuracy (4 decimals) and its 95% Wilson interval on ``test_size`` test images."""
+    low, high = wilson_interval(accuracy, test_size)
+    return [f"{accuracy:.4f}", f"[{low:.4f}, {high:.4f}]"]
+
+
+def labels_note(encoder: TrainedEncoder) -> str:
+    """Whether pretraining read the labels, and why."""
+    config = encoder.config
+    if config.spec.supervised:
+        return (
+            f"**yes**: `{config.sampler}` is a supervised sampler (its negatives are chosen by label and every same-label "
+            "image is a positive), so the encoder has seen the train labels: this is not a self-supervised result"
+        )
+    if config.needs_labels:
+        return (
+            f"**yes**: `{config.sampler}` ran with positives = labels (every same-label image is a positive), so the encoder "
+            "has seen the train labels: this is not a self-supervised result"
+        )
+    return f"no: `{config.sampler}` is self-supervised (the labels are read only by the evaluations)"
+
+
+def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data: Path, model: Path) -> str:
+    """The dataset (from its card), whether pretraining used labels, and when, where and with what the encoder was trained."""
+    lines = ["## Run", ""]
+    if prepared is None:
+        lines.append(f"- **Dataset**: not known: no prepared dataset folder at `{data}`.")
+    else:
+        card = prepared.card
+        counts = ", ".join(f"{count:,} {split}" for split, count in card["counts"].items())
+        shape = " x ".join(map(str, card["image_shape"]))
+        skipped = f"; {card['skipped']:,} unreadable files were skipped" if card.get("skipped") else ""
+        lines.append(
+            f"- **Dataset**: `{card['name']}` ({card.get('source', 'source not recorded')}): {counts} images, "
+            f"{card['num_classes']} classes, images of {shape} (channels x height x width){skipped}; from `{prepared.folder / CARD_FILE}`."
+        )
+        if encoder is not None and encoder.sidecar.get("dataset") not in (None, card["name"]):
+            lines.append(
+                f"- **Warning**: the encoder's sidecar says it was trained on `{encoder.sidecar['dataset']}`, not `{card['name']}`."
+            )
+    if encoder is None:
+        lines.append(f"- **Encoder**: none at `{model}`: the pretraining, its provenance and the untrained baseline are not reported.")
+        return "\n".join(lines)
+    sidecar, source = encoder.sidecar, f"`{sidecar_path(encoder.path)}`"
+    lines.append(
+        f"- **Pretraining**: `{encoder.config.sampler}`, {encoder.model.arch}, {sidecar.get('epoch', '?')} epochs; labels used: {labels_note(encoder)}."
+    )
+    record = sidecar.get("run")
+    if isinstance(record, dict):
+        device = record.get("device") or {}
+        processes = sidecar.get("world_size", 1)
+        lines.append(
+            f"- **Trained**: {record.get('started', '?')} to {record.get('finished', '?')}{duration(record)} on "
+            f"{device.get('type', '?')} ({device.get('name') or 'unnamed'}){f' x {processes} processes' if processes != 1 else ''}, "
+            f"host `{record.get('host', '?')}`, git commit `{record.get('git_commit') or 'none (not in a git repository)'}`."
+        )
+    else:
+        lines.append(
+            f"- **Trained**: when, where and at which commit is not recorded in {source} (an encoder from before hcl recorded its runs)."
+        )
+    versions = sidecar.get("versions") if isinstance(sidecar.get("versions"), dict) else {}
+    software = ", ".join(f"{name} {versions[name]}" for name in ("torch", "torchvision", "hcl", "python") if name in versions)
+    lines.append(f"- **Software**: {software or 'not recorded'} (from {source}).")
+    return "\n".join(lines)
+
+
+def duration(record: dict[str, Any]) -> str:
+    """`` (1 h 02 min)`` between the record's start and finish, or nothing when either is unreadable."""
+    try:
+        seconds = int(
+            (datetime.datetime.fromisoformat(record["finished"]) - datetime.datetime.fromisoformat(record["started"])).total_seconds()
+        )
+    except (KeyError, TypeError, ValueError):
+        return ""
+    hours, minutes = divmod(seconds // 60, 60)
+    return f" ({hours} h {minutes:02d} min)" if hours else f" ({minutes} min {seconds % 60:02d} s)"
+
+
+def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepared: Prepared | None) -> str:
+    """The metric table: top-1 and top-5 of each evaluation and baseline on the test split, with 95% intervals."""
+    labelled = (
+        f" **Pretraining used the labels** (`{encoder.config.sampler}`; see Run)."
+        if encoder is not None and encoder.config.needs_labels
+        else ""
+    )
+    classes = prepared.card["num_classes"] if prepared is not None else None
+    trivial = f" With {classes} classes, top-5 is 1 by construction." if classes is not None and classes <= 5 else ""
     return "\n".join(
         [
             "## Metrics",
             "",
-            "Accuracy on the test split (share of test images, rounded to 4 decimals).",
+            "Accuracy on the test split: the share of its test images whose label is the top class (top-1) or among the five "
+            "top classes (top-5), rounded to 4 decimals, with its 95% Wilson interval from the number of test images; "
+            "differences within the intervals are test-split noise. The kNN baselines beside the result use the same kNN "
+            "settings; the numbers come from one pretraining seed (the spread over seeds is not measured here: "
+            f"`dvc exp run -S pretrain.seed=...` and `hcl compare` give it).{trivial}{labelled}",
             "",
-            "| Evaluation | Feature | Top-1 | Top-5 | Source |",
-            "|:--|:--|--:|--:|:--|",
-            *rows,
+            "| Evaluation | Encoder | Feature | Test images | Top-1 | 95% interval | Top-5 | 95% interval | Source |",
+            "|:--|:--|:--|--:|--:|:--|--:|:--|:--|",
+            *(f"| {' | '.join(row.cells())} |" for row in rows),
         ]
     )
 
 
-def protocol_section(metrics: dict[str, dict[str, Any]]) -> str:
+def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEncoder | None, *, baselines: bool) -> str:
     """How each number was obtained, with the settings recorded in its metrics file."""
-    lines = ["## Evaluation protocol", "", "Evaluations read the frozen encoder's embeddings of the train and test splits (eval mode, no augmentation).", ""]
+    lines = [
+        "## Evaluation protocol",
+        "",
+        "Evaluations read the frozen encoder's embeddings of the train and test splits (eval mode, no augmentation).",
+        "",
+    ]
     if "knn" in metrics:
-        knn = metrics["knn"]
+        knn = metrics["knn"].params
         lines.append(
             f"- **kNN** (Wu et al. 2018, as in HCL Sec. 6.3): the {knn['feature']} features are L2-normalised; each test "
             f"embedding's k = {knn['k']} most cosine-similar train embeddings vote for their label with weight "
             f"exp(cos / T), T = {knn['temperature']}; top-1 and top-5 rank the summed votes per class. Nothing is trained."
         )
     if "linear" in metrics:
-        linear = metrics["linear"]
+        linear = metrics["linear"].params
         solver = (
             f"full-batch L-BFGS (strong Wolfe line search, step size {linear['lr']}) for at most {linear['epochs']} iterations"
             if linear["optimizer"] == "lbfgs"
@@ -182,21 +389,43 @@ def protocol_section(metrics: dict[str, dict[str, Any]]) -> str:
             f"cross-entropy + {linear['weight_decay']} / 2 * ||W||^2 with {solver}, initialisation seed {linear['seed']}; "
             "scored once on the test split."
         )
+    if baselines:
+        untrained = (
+            f"the same architecture ({encoder.model.arch}) untrained: initialised with the run's seed {encoder.config.seed}, "
+            "in eval mode (BatchNorm at its initial statistics), its features of the prepared images under the run's eval "
+            "transform (per-channel normalisation, no augmentation); and "
+            if encoder is not None
+            else ""
+        )
+        lines.append(
+            f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}the raw pixels, each image "
+            "flattened, scaled to [0, 1] and L2-normalised. Pretraining is worth its cost where the trained encoder beats both "
+            "beyond the intervals."
+        )
+    lines.append(
+        "- **Intervals**: the 95% Wilson score interval of a binomial proportion (Wilson 1927) on the number of test images; "
+        "it counts the test-split noise only, not the variation over pretraining seeds."
+    )
     return "\n".join(lines)
 
 
-def parameter_section(params_file: Path, recorded: dict[str, Recorded]) -> str:
+def parameter_section(params_file: Path, recorded: dict[str, Recorded], encoder: TrainedEncoder | None) -> str:
     """One row per parameter of every group of ``params_file`` (and of every recorded stage).
 
     The value is the one the run recorded where there is one, else params.yaml's; a params.yaml
-    value that differs from the recorded one (a change not yet reproduced) is shown beside it.
+    value that differs from the recorded one (a change not yet reproduced) is shown beside it. The
+    pretrain group lists only the parameters the run's sampler reads (by the encoder's
+    configuration, else by params.yaml's).
     """
     declared = load_params(params_file) if params_file.is_file() else {}
+    used = used_pretrain_params(encoder, declared.get("pretrain"))
     rows = []
     for group in dict.fromkeys([*declared, *recorded]):
         planned = declared.get(group) if isinstance(declared.get(group), dict) else {}
         run = recorded.get(group)
         for name in dict.fromkeys([*planned, *(run.values if run else {})]):
+            if group == "pretrain" and used is not None and name not in used:
+                continue
             if run is not None and name in run.values:
                 value, source = format_value(run.values[name]), run.source
                 if name in planned and planned[name] != run.values[name]:
@@ -206,7 +435,20 @@ def parameter_section(params_file: Path, recorded: dict[str, Recorded]) -> str:
             rows.append(f"| {group} | {name} | {value} | {source} |")
     if not rows:
         return ""
-    return "\n".join(["## Parameters", "", "| Stage | Parameter | Value | Source |", "|:--|:--|:--|:--|", *rows])
+    note = "The pretrain parameters are those the run's sampler reads; the others do not change the run." if used is not None else ""
+    return "\n".join(
+        ["## Parameters", "", *([note, ""] if note else []), "| Stage | Parameter | Value | Source |", "|:--|:--|:--|:--|", *rows]
+    )
+
+
+def used_pretrain_params(encoder: TrainedEncoder | None, planned: Any) -> set[str] | None:
+    """The names of the pretrain parameters the run's sampler reads; None when neither the encoder nor params.yaml tells."""
+    if encoder is not None:
+        return set(encoder.config.used_params())
+    try:
+        return set(PretrainConfig(**planned).used_params()) if isinstance(planned, dict) else None
+    except UsageError:
+        return None
 
 
 def format_value(value: Any) -> str:
@@ -222,7 +464,14 @@ def figure_section(drawn: list[Figure]) -> str:
         return ""
     lines = ["## Figures"]
     for number, figure in enumerate(drawn, start=1):
-        lines += ["", f"### {figure.heading}", "", f"![{figure.heading}]({FIGURES_FOLDER}/{figure.file})", "", f"*Figure {number}. {figure.caption}*"]
+        lines += [
+            "",
+            f"### {figure.heading}",
+            "",
+            f"![{figure.heading}]({FIGURES_FOLDER}/{figure.file})",
+            "",
+            f"*Figure {number}. {figure.caption}*",
+        ]
     return "\n".join(lines)
 
 
@@ -237,10 +486,24 @@ def training_figures(logs: Path) -> list[Figure]:
     drawn = []
     loss_log, knn_log = logs / "loss.tsv", logs / "knn_top1.tsv"
     if loss_log.is_file():
-        draw = partial(figures.plot_curve, epoch_series(loss_log), title="Contrastive loss during pretraining", ylabel="loss (mean over the epoch's batches)")
-        drawn.append(Figure("loss.png", "Training loss", f"Mean contrastive loss of the run's sampler over each epoch of pretraining (from `{loss_log}`).", draw))
+        draw = partial(
+            figures.plot_curve,
+            epoch_series(loss_log),
+            title="Contrastive loss during pretraining",
+            ylabel="loss (mean over the epoch's batches)",
+        )
+        drawn.append(
+            Figure(
+                "loss.png",
+                "Training loss",
+                f"Mean contrastive loss of the run's sampler over each epoch of pretraining (from `{loss_log}`).",
+                draw,
+            )
+        )
     if knn_log.is_file():
-        draw = partial(figures.plot_curve, epoch_series(knn_log), title="kNN top-1 on held-out images during pretraining", ylabel="top-1 accuracy")
+        draw = partial(
+            figures.plot_curve, epoch_series(knn_log), title="kNN top-1 on held-out images during pretraining", ylabel="top-1 accuracy"
+        )
         drawn.append(
             Figure(
                 "knn_top1.png",
@@ -284,24 +547,21 @@ def similarity_figure(embeddings: Path, feature: str) -> list[Figure]:
     ]
 
 
-def hard_negative_figure(config: ReportConfig, trained: PretrainConfig) -> list[Figure]:
-    """The hardest negatives of a few test anchors under the run's sampler, if the prepared images exist (computed now).
+def hard_negative_figure(config: ReportConfig, prepared: Prepared, encoder: TrainedEncoder) -> list[Figure]:
+    """The hardest negatives of a few test anchors under the run's sampler (computed now).
 
     The batch is a fixed random draw of the pretraining batch size from the test split, embedded
     without augmentation; the sampler runs with its settings of the final epoch.
     """
-    if config.anchors == 0 or not Path(config.data).is_dir():
+    if config.anchors == 0:
         return []
-    card = load_card(config.data)
-    images, labels = load_split(config.data, "test")
-    device = resolve_device("auto")
-    model, sidecar = load_encoder(config.model, device)
-    check_fits_dataset(model, card["image_shape"], config.model, config.data)
+    trained, model, device = encoder.config, encoder.model, encoder.device
+    images, labels = prepared.splits["test"]
     batch_size = min(trained.batch_size, len(labels))
     batch = torch.randperm(len(labels), generator=torch.Generator().manual_seed(HARD_NEGATIVE_SEED))[:batch_size]
     batch_images, batch_labels = images[batch], labels[batch]
     with torch.no_grad():
-        _, hidden, z = model(build_eval_transform(sidecar["mean"], sidecar["std"])(batch_images.to(device)))
+        _, hidden, z = model(build_eval_transform(encoder.sidecar["mean"], encoder.sidecar["std"])(batch_images.to(device)))
     options = trained.loss_options(trained.epochs - 1) | {"head_inputs": (hidden, hidden)}
     anchors = pick_anchors(batch_labels, config.anchors)
     rows = hardest_negatives(z, batch_labels.to(device), anchors, count=HARD_NEGATIVES, sampler=trained.sampler, **options)
@@ -314,6 +574,6 @@ def hard_negative_figure(config: ReportConfig, trained: PretrainConfig) -> list[
             f"sampler ({trained.sampler}, settings of the final epoch) weights highest, within one batch of {batch_size} "
             "un-augmented test images (the pretraining batch size); each is titled with its class and its weight w = q(x-|x). "
             "A red title marks a negative of the anchor's own class (HCL Fig. 12).",
-            partial(figures.plot_hard_negatives, rows, batch_images, batch_labels, card["classes"], title=title),
+            partial(figures.plot_hard_negatives, rows, batch_images, batch_labels, prepared.card["classes"], title=title),
         )
     ]
