@@ -1,18 +1,44 @@
-"""linear-eval: top-1 and top-5 of a linear classifier trained on the frozen train embeddings (HCL Sec. 6)."""
+"""linear-eval: top-1 and top-5 of a linear classifier on the frozen encoder's train features (HCL Sec. 6).
+
+Two protocols (``linear.protocol``): ``fixed`` fits the classifier on the embeddings of ``hcl embed``
+(:func:`~hcl_cli.linear.linear_readout`); ``paper`` trains it on features of augmented train images
+through the encoder itself, as the papers' code (:func:`~hcl_cli.linear.augmented_readout`), and
+records the augmentation in the metrics artifact (:mod:`hcl_cli.metrics`).
+"""
 
 from __future__ import annotations
 
-from hcl_cli.artifacts import check_outputs_apart, write_json
+from typing import Any
+
+import torch
+
+from hcl_cli.artifacts import check_outputs_apart
+from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
 from hcl_cli.config import LinearConfig
+from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import load_embeddings, topk_accuracy
-from hcl_cli.linear import linear_readout
+from hcl_cli.linear import augmented_readout, linear_readout
+from hcl_cli.metrics import EvaluationMetrics, save_metrics
+from hcl_cli.models import check_fits_dataset, load_encoder
 from hcl_cli.runtime import resolve_device
 
 
 def run(config: LinearConfig) -> None:
     """Fit the readout on the train split, score the test split and write ``config.out``."""
-    check_outputs_apart({"--embeddings": config.embeddings}, {"--out": config.out})
+    inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
+    check_outputs_apart(inputs, {"--out": config.out})
     device = resolve_device(config.device)
+    scores, test_labels, details = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
+    accuracy = topk_accuracy(scores, test_labels)
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, details))
+    print(
+        f"hcl linear-eval: wrote {config.out}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
+        f"({config.feature} features, {config.protocol} protocol, {config.optimizer})"
+    )
+
+
+def fixed_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """Test scores of the readout fitted on the standardised embeddings of ``config.embeddings``."""
     data = load_embeddings(config.embeddings, config.feature)
     scores = linear_readout(
         data.train_x.to(device),
@@ -25,6 +51,38 @@ def run(config: LinearConfig) -> None:
         weight_decay=config.weight_decay,
         seed=config.seed,
     )
-    accuracy = topk_accuracy(scores, data.test_y)
-    write_json(config.out, {"top1": accuracy[1], "top5": accuracy[5], **config.params()})
-    print(f"hcl linear-eval: wrote {config.out}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, {config.optimizer})")
+    return scores, data.test_y, {}
+
+
+def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """Test scores of the papers' protocol: the encoder ``config.model`` on augmented views of ``config.data``.
+
+    The augmentation is the one the encoder was pretrained with: the recipe of its image size, with
+    Gaussian blur when its pretraining had it. The encoder stays in eval mode (BatchNorm uses its
+    running statistics).
+    """
+    card = load_card(config.data)
+    model, sidecar = load_encoder(config.model, device)
+    check_fits_dataset(model, card["image_shape"], config.model, config.data)
+    train_images, train_labels = load_split(config.data, "train", device)
+    test_images, test_labels = load_split(config.data, "test")
+    channels, image_size = card["image_shape"][0], card["image_shape"][-1]
+    recipe = resolve_recipe(image_size)
+    blur = bool((sidecar.get("config") or {}).get("blur", False))
+    augment = build_augmentation(image_size, channels, sidecar["mean"], sidecar["std"], blur=blur, recipe=recipe).to(device)
+    output = 0 if config.feature == "backbone" else 2  # ContrastiveModel returns (features, hidden, z)
+    scores = augmented_readout(
+        lambda views: model(views)[output],
+        augment,
+        build_eval_transform(sidecar["mean"], sidecar["std"]),
+        (train_images, train_labels),
+        test_images,
+        card["num_classes"],
+        feature_dim=model.feature_dim if config.feature == "backbone" else model.projection_dim,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        seed=config.seed,
+    )
+    return scores.cpu(), test_labels, {"augmentation": {"recipe": recipe, "blur": blur}}
