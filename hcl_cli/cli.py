@@ -127,6 +127,18 @@ def params(
     sys.stdout.write(sampler_options_markdown() if table else default_params_yaml())
 
 
+@app.command("preset")
+def preset(
+    name: Annotated[str | None, typer.Argument(help="The preset to write; none lists them.")] = None,
+    params_file: Annotated[str, typer.Option("--params", metavar="FILE", help="The params file to write.")] = "params.yaml",
+    table: Annotated[bool, typer.Option("--table", help="List the presets as a Markdown table.")] = False,
+) -> None:
+    """List the papers' experiments (paper, table, dataset, reported top-1), or write one's prepare, pretrain and linear groups into params.yaml for dvc repro / dvc exp run."""
+    from hcl_cli import presets
+
+    sys.stdout.write(presets.apply(name, Path(params_file)) if name else presets.listing(markdown=table))
+
+
 @app.command("compare")
 def compare(
     out: Annotated[str, typer.Option(help="Output prefix: writes OUT.md and OUT.csv.")] = "reports/compare",
