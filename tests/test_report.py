@@ -382,3 +382,11 @@ def test_the_imagefolder_baselines_are_accuracies_with_intervals(imagefolder_rep
     check_wilson_intervals(rows)
     assert float(rows[2][4]) == 1.0, "each class is its own colour: the raw pixels separate them"
     assert "With 3 classes, top-5 is 1 by construction." in imagefolder_report
+
+
+def test_the_papers_linear_protocol_is_described_as_it_ran() -> None:
+    params = LinearConfig(protocol="paper", optimizer="adam", epochs=7, batch_size=64, lr=0.001, weight_decay=1e-6).params()
+    text = report.linear_protocol(EvaluationMetrics(0.5, 0.9, 10, params, {"augmentation": {"recipe": "simclr", "blur": True}}))
+    assert "augmented afresh every epoch as in pretraining (the simclr recipe with blur, seed 0)" in text
+    assert "minibatch Adam (batches of 64, learning rate 0.001, weight decay 1e-06 on W and b)" in text and "for 7 epochs" in text
+    assert "standardised" not in text and "L-BFGS" not in text

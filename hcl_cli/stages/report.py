@@ -363,32 +363,17 @@ def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepar
 
 def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEncoder | None, *, baselines: bool) -> str:
     """How each number was obtained, with the settings recorded in its metrics file."""
-    lines = [
-        "## Evaluation protocol",
-        "",
-        "Evaluations read the frozen encoder's embeddings of the train and test splits (eval mode, no augmentation).",
-        "",
-    ]
+    lines = ["## Evaluation protocol", "", "The encoder is frozen and in eval mode (BatchNorm uses its running statistics).", ""]
     if "knn" in metrics:
         knn = metrics["knn"].params
         lines.append(
-            f"- **kNN** (Wu et al. 2018, as in HCL Sec. 6.3): the {knn['feature']} features are L2-normalised; each test "
-            f"embedding's k = {knn['k']} most cosine-similar train embeddings vote for their label with weight "
-            f"exp(cos / T), T = {knn['temperature']}; top-1 and top-5 rank the summed votes per class. Nothing is trained."
+            f"- **kNN** (Wu et al. 2018, as in HCL Sec. 6.3), on the embeddings of the un-augmented train and test images: the "
+            f"{knn['feature']} features are L2-normalised; each test embedding's k = {knn['k']} most cosine-similar train "
+            f"embeddings vote for their label with weight exp(cos / T), T = {knn['temperature']}; top-1 and top-5 rank the summed "
+            "votes per class. Nothing is trained."
         )
     if "linear" in metrics:
-        linear = metrics["linear"].params
-        solver = (
-            f"full-batch L-BFGS (strong Wolfe line search, step size {linear['lr']}) for at most {linear['epochs']} iterations"
-            if linear["optimizer"] == "lbfgs"
-            else f"full-batch Adam (learning rate {linear['lr']}) for {linear['epochs']} steps"
-        )
-        lines.append(
-            f"- **Linear readout** (HCL Sec. 6): a linear classifier W x + b on the {linear['feature']} features, standardised "
-            "with the train split's per-feature mean and standard deviation, trained on the whole train split by minimising "
-            f"cross-entropy + {linear['weight_decay']} / 2 * ||W||^2 with {solver}, initialisation seed {linear['seed']}; "
-            "scored once on the test split."
-        )
+        lines.append(linear_protocol(metrics["linear"]))
     if baselines:
         untrained = (
             f"the same architecture ({encoder.model.arch}) untrained: initialised with the run's seed {encoder.config.seed}, "
@@ -407,6 +392,34 @@ def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEnco
         "it counts the test-split noise only, not the variation over pretraining seeds."
     )
     return "\n".join(lines)
+
+
+def linear_protocol(linear: EvaluationMetrics) -> str:
+    """The linear readout's protocol bullet: on the fixed embeddings, or the papers' on augmented views."""
+    params = linear.params
+    if params.get("protocol") == "paper":
+        augmentation = linear.details.get("augmentation") if isinstance(linear.details.get("augmentation"), dict) else {}
+        recipe = (
+            f"the {augmentation['recipe']} recipe{' with blur' if augmentation.get('blur') else ''}, " if "recipe" in augmentation else ""
+        )
+        return (
+            f"- **Linear readout** (the papers' protocol, as HCL's code): a linear classifier W x + b on the raw {params['feature']} "
+            f"features of train images augmented afresh every epoch as in pretraining ({recipe}seed {params['seed']}), trained by "
+            f"minibatch Adam (batches of {params['batch_size']}, learning rate {params['lr']}, weight decay {params['weight_decay']} "
+            f"on W and b) on the cross-entropy for {params['epochs']} epochs; scored once on the un-augmented test images."
+        )
+    solver = (
+        f"full-batch L-BFGS (strong Wolfe line search, step size {params['lr']}) for at most {params['epochs']} iterations"
+        if params["optimizer"] == "lbfgs"
+        else f"full-batch Adam (learning rate {params['lr']}) for {params['epochs']} steps"
+    )
+    return (
+        f"- **Linear readout** (HCL Sec. 6), on the embeddings of the un-augmented train and test images: a linear classifier "
+        f"W x + b on the {params['feature']} features, standardised with the train split's per-feature mean and standard "
+        "deviation, trained on the whole train split by minimising "
+        f"cross-entropy + {params['weight_decay']} / 2 * ||W||^2 with {solver}, initialisation seed {params['seed']}; "
+        "scored once on the test split."
+    )
 
 
 def parameter_section(params_file: Path, recorded: dict[str, Recorded], encoder: TrainedEncoder | None) -> str:
