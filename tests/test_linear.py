@@ -181,7 +181,7 @@ def test_linear_eval_paper_protocol_reads_the_encoder_and_the_data(
 ) -> None:
     prepared = prepared_digits(0.25)
     card = load_card(prepared)
-    save_encoder(tmp_path / "encoder.safetensors", small_encoder, {"mean": card["mean"], "std": card["std"], "config": {"blur": False}})
+    save_encoder(tmp_path / "encoder.safetensors", small_encoder, {"mean": card["mean"], "std": card["std"], "config": {"blur": True}})
     monkeypatch.chdir(tmp_path)
     paper = ["--protocol", "paper", "--optimizer", "adam", "--lr", "0.01", "--epochs", "2", "--batch-size", "256"]
     inputs = ["--model", "encoder.safetensors", "--data", str(prepared), "--embeddings", "absent.safetensors"]

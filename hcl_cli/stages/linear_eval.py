@@ -68,7 +68,7 @@ def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tens
     test_images, test_labels = load_split(config.data, "test")
     channels, image_size = card["image_shape"][0], card["image_shape"][-1]
     recipe = resolve_recipe(image_size)
-    blur = bool((sidecar.get("config") or {}).get("blur", False))
+    blur = recipe == "simclr" and bool((sidecar.get("config") or {}).get("blur", False))  # the digits recipe has no blur
     augment = build_augmentation(image_size, channels, sidecar["mean"], sidecar["std"], blur=blur, recipe=recipe).to(device)
     output = 0 if config.feature == "backbone" else 2  # ContrastiveModel returns (features, hidden, z)
     scores = augmented_readout(
