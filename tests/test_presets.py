@@ -90,6 +90,7 @@ def test_the_presets_carry_the_papers_settings_and_numbers() -> None:
         "batch_size": 512,
     }
     assert pretrain("hclot-cifar10-bcl")["objective"] == "bcl" and pretrain("hclot-cifar100-debiased")["ot_epsilon"] == 0.7
+    assert pretrain("hclot-cifar10-nce")["ot_iterations"] == 1000
     assert [PRESETS[f"undimix-{data}"].top1 for data in ("cifar10", "cifar100", "tinyimagenet")] == ["91.99", "69.43", "48.12"]
     assert pretrain("undimix-cifar10")["undimix_learned"] is True
 
