@@ -67,6 +67,10 @@ def test_the_readmes_option_table_is_what_hcl_params_table_writes() -> None:
     assert sampler_options_markdown() in (ROOT / "README.md").read_text()
 
 
+def test_the_readmes_preset_table_is_what_hcl_preset_table_writes() -> None:
+    assert run_hcl(["preset", "--table"], ROOT).stdout in (ROOT / "README.md").read_text()
+
+
 @pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
 def test_each_dvc_stage_reads_its_own_group_and_pastes_no_parameter_into_its_command(config_cls: type) -> None:
     stage = DVC["stages"][config_cls.command]
