@@ -1,9 +1,13 @@
 """The one contrastive objective that every sampler shares, and the batch it is computed on.
 
-Notation: ``Z = [z1; z2]`` L2-normalised, 2B rows; row ``i``'s *partner* is the other
-view of the same image; ``s_ij = z_i.z_j / t``; ``M = N = 2B - 2``. A sampler only chooses the
-negative distribution ``q(j|i)`` (as log-weights over the 2B candidates, ``-inf`` off its
-support) and whether the HCL debiasing applies. This module turns that into the loss:
+Notation: ``Z = [z1; z2]`` L2-normalised, 2B rows, the *anchors*; row ``i``'s *partner* is the
+other view of the same image. The *candidates* are the rows of ``Z`` themselves (in-batch), or,
+with a momentum encoder (:class:`MomentumKeys`, MoCo), the 2B keys ``[k1; k2]`` of the batch
+followed by a queue of K keys of earlier batches: 2B + K columns, column ``j < 2B`` being the key
+of row ``j``'s view. ``s_ij = z_i.c_j / t``; ``M = N = 2B - 2 + K``, the candidates other than
+the anchor's own column and its partner's. A sampler only chooses the negative distribution
+``q(j|i)`` (as log-weights over the candidates, ``-inf`` off its support) and whether the HCL
+debiasing applies. This module turns that into the loss:
 
     E_i        = sum_j q(j|i) exp(s_ij)                      (log domain: logsumexp)
     Ng_ip      = M E_i                                        (plain)
@@ -11,10 +15,10 @@ support) and whether the HCL debiasing applies. This module turns that into the 
     term_ip    = log(1 + Ng_ip exp(-s_ip)) = softplus(log Ng_ip - s_ip)      ("nce")
     term_ip    = t (E_q[s_ij] - s_ip) = E_q[z_i.z_j] - z_i.z_p               ("bcl", HCL-OT Eq. 9)
 
-for every positive pair ``(i, p)``: the partner (``positives="partner"``), or every other sample
-with the anchor's label, partner included (the supervised samplers, and the unsupervised ones with
-``positives="labels"``: HCL Fig. 4's oracle, H-SCL Sec. V-B). Only the positives change with
-labels; the negatives stay the sampler's. The loss is the mean of the terms over all positive
+for every positive pair ``(i, p)``: the partner (``positives="partner"``), or every other
+candidate with the anchor's label, partner included, queued keys too (the supervised samplers, and
+the unsupervised ones with ``positives="labels"``: HCL Fig. 4's oracle, H-SCL Sec. V-B). Only the
+positives change with labels; the negatives stay the sampler's. The loss is the mean of the terms over all positive
 pairs of the anchors that have at least one negative. ``term_ip`` is exactly HCL's
 ``-log(pos / (pos + Ng))`` and H-SCL's Eq. (3) ``log(1 + M exp(-s_ip) E_i)``, so SimCLR,
 debiased, HCL, SCL, H-SCL, HCL-OT and UnDiMix are all this one function with different ``q``;
@@ -37,31 +41,40 @@ Objective = Literal["nce", "bcl"]
 
 @dataclass(frozen=True)
 class PairMasks:
-    """The label-free structure of a batch of B images in two views, built once per (B, device)."""
+    """The label-free structure of B images in two views against 2B + K candidates, built once per (B, K, device)."""
 
     rows: Tensor
     """(2B,) int64: ``0 .. 2B - 1``."""
     partner: Tensor
     """(2B,) int64: the row of each row's other view, ``(i + B) mod 2B``."""
     partner_pairs: Tensor
-    """(2B,) int64: the flat index ``i * 2B + partner(i)`` of each (row, partner) pair."""
+    """(2B,) int64: the flat index ``i * (2B + K) + partner(i)`` of each (row, partner) pair."""
     negatives: Tensor
-    """(2B, 2B) bool: every pair except self and partner."""
+    """(2B, 2B + K) bool: every pair except self and partner."""
     others: Tensor
-    """(2B, 2B) bool: every pair except self."""
+    """(2B, 2B + K) bool: every pair except self."""
+    candidate_images: Tensor
+    """(2B + K,) int64: which image each candidate shows: ``j mod B`` in the batch, ``B + p // 2`` for queue row ``p``."""
 
 
 @functools.lru_cache(maxsize=16)
-def pair_masks(batch_size: int, device: torch.device) -> PairMasks:
-    """The cached :class:`PairMasks` of a batch size on a device (no loop over the batch)."""
+def pair_masks(batch_size: int, device: torch.device, queue_size: int = 0) -> PairMasks:
+    """The cached :class:`PairMasks` of a batch size and a queue size on a device (no loop over the batch)."""
     with torch.inference_mode(False):
         rows = 2 * batch_size
         index = torch.arange(rows, device=device)
+        columns = torch.arange(rows + queue_size, device=device)
         partner = (index + batch_size) % rows
-        is_self = index[:, None] == index[None, :]
-        is_partner = index[:, None] == partner[None, :]
+        is_self = index[:, None] == columns[None, :]
+        is_partner = partner[:, None] == columns[None, :]
+        images = torch.cat([index % batch_size, batch_size + torch.arange(queue_size, device=device) // 2])
         return PairMasks(
-            rows=index, partner=partner, partner_pairs=index * rows + partner, negatives=~(is_self | is_partner), others=~is_self
+            rows=index,
+            partner=partner,
+            partner_pairs=index * (rows + queue_size) + partner,
+            negatives=~(is_self | is_partner),
+            others=~is_self,
+            candidate_images=images,
         )
 
 
@@ -71,38 +84,89 @@ def uniform_on(support: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 @functools.lru_cache(maxsize=16)
-def uniform_log_weights(batch_size: int, device: torch.device, dtype: torch.dtype) -> Tensor:
-    """The cached (2B, 2B) log-weights of the uniform distribution over each anchor's N negatives."""
+def uniform_log_weights(batch_size: int, device: torch.device, dtype: torch.dtype, queue_size: int = 0) -> Tensor:
+    """The cached (2B, 2B + K) log-weights of the uniform distribution over each anchor's N negatives."""
     with torch.inference_mode(False):
-        return uniform_on(pair_masks(batch_size, device).negatives, dtype)
+        return uniform_on(pair_masks(batch_size, device, queue_size).negatives, dtype)
+
+
+@dataclass(frozen=True)
+class MomentumKeys:
+    """The candidates of a momentum encoder (MoCo, He et al. 2020; MoCo-v2 in HCL App. C.1).
+
+    With them, the anchors ``[z1; z2]`` (the query encoder's projections) are contrasted with the
+    2B + K candidates ``[k1; k2; queue]`` instead of with themselves: anchor ``i``'s partner is the
+    key of its image's other view, the key of its own view is left out as its own row is in-batch,
+    and every other key of the batch and every queued key is a candidate negative. The keys and the
+    queue carry no gradient (they are detached). Every sampler keeps its meaning over the larger
+    candidate set; each module says how.
+    """
+
+    k1: Tensor
+    """(B, d) the key projections of the first views."""
+    k2: Tensor
+    """(B, d) those of the second views."""
+    queue: Tensor
+    """(K, d) keys of earlier batches, in any order (normalised here); K is even, rows ``2p`` and
+    ``2p + 1`` being the two views of one image."""
+    queue_labels: Tensor | None = None
+    """(K,) the queued keys' labels, where the loss reads labels."""
+    head_inputs: tuple[Tensor, Tensor] | None = None
+    """The key encoder's inputs of its head's last layer for both views (undimix)."""
+    queue_features: Tensor | None = None
+    """(K, e) what the sampler's ``key_features`` gave for each queued key when it was a batch key (undimix)."""
+
+    @property
+    def queue_size(self) -> int:
+        return self.queue.shape[0]
 
 
 class PairBatch:
-    """One batch of two views, prepared once for the sampler and the objective.
+    """One batch of two views and its candidates, prepared once for the sampler and the objective.
 
     Everything is in ``compute_dtype``: float64 for float64 inputs, float32 otherwise (also for
     bf16/fp16 inputs under autocast), so the loss stays finite at low temperature.
     """
 
-    def __init__(self, z1: Tensor, z2: Tensor, labels: Tensor | None, temperature: float) -> None:
+    def __init__(self, z1: Tensor, z2: Tensor, labels: Tensor | None, temperature: float, keys: MomentumKeys | None = None) -> None:
         self.batch_size = z1.shape[0]
         self.compute_dtype = torch.float64 if z1.dtype == torch.float64 else torch.float32
         self.temperature = temperature
         self.raw = torch.cat([z1, z2]).to(self.compute_dtype)
         """(2B, d) the projections as given (before normalisation)."""
         self.z = F.normalize(self.raw, dim=1)
-        self.cosine = self.z @ self.z.T
-        """(2B, 2B) z_i.z_j."""
+        self.momentum_keys = keys
+        """The momentum encoder's keys and queue, or None (in-batch: the candidates are the anchors)."""
+        self.queue_size = 0 if keys is None else keys.queue_size
+        self.key_raw = self.raw if keys is None else torch.cat([keys.k1, keys.k2]).detach().to(self.compute_dtype)
+        """(2B, d) the batch's keys as given (the projections themselves in-batch)."""
+        self.key_z = self.z if keys is None else F.normalize(self.key_raw, dim=1)
+        """(2B, d) the batch's unit keys (``z`` itself in-batch)."""
+        self.queue_z = None if keys is None else F.normalize(keys.queue.detach().to(self.compute_dtype), dim=1)
+        """(K, d) the unit queued keys, or None."""
+        self.candidates = self.z if self.queue_z is None else torch.cat([self.key_z, self.queue_z])
+        """(2B + K, d) the unit candidates: the batch's keys, then the queue (``z`` itself in-batch)."""
+        self.cosine = self.z @ self.candidates.T
+        """(2B, 2B + K) z_i.c_j."""
         self.logits = self.cosine / temperature
-        """(2B, 2B) s_ij = z_i.z_j / t."""
-        self.masks = pair_masks(self.batch_size, z1.device)
+        """(2B, 2B + K) s_ij = z_i.c_j / t."""
+        self.masks = pair_masks(self.batch_size, z1.device, self.queue_size)
         self.labels = None if labels is None else torch.cat([labels, labels]).to(z1.device)
         """(2B,) the image labels of both views, or None."""
+        self.candidate_labels = self.labels
+        """(2B + K,) the labels of the candidates, or None."""
+        if self.labels is not None and keys is not None and keys.queue_labels is not None:
+            self.candidate_labels = torch.cat([self.labels, keys.queue_labels.to(z1.device)])
 
     @property
     def num_negatives(self) -> int:
-        """M = N = 2B - 2, the number of candidates each anchor contrasts with."""
-        return 2 * self.batch_size - 2
+        """M = N = 2B - 2 + K, the number of candidates each anchor contrasts with."""
+        return 2 * self.batch_size - 2 + self.queue_size
+
+    @property
+    def uniform(self) -> Tensor:
+        """(2B, 2B + K) the cached log-weights of the uniform distribution over each anchor's negatives."""
+        return uniform_log_weights(self.batch_size, self.cosine.device, self.compute_dtype, self.queue_size)
 
     @property
     def labelled(self) -> Tensor:
@@ -112,25 +176,25 @@ class PairBatch:
         return self.labels
 
     def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor]:
-        """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * 2B + p``.
+        """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * (2B + K) + p``.
 
         Without ``label_positives``: each row and its partner (cached). With them (H-SCL): every
-        row and every other row with the same label, partner included (found with ``nonzero``: one
-        device sync per step on CUDA).
+        row and every other candidate with the same label, partner included (found with
+        ``nonzero``: one device sync per step on CUDA).
         """
         if not label_positives:
             return self.masks.rows, self.masks.partner_pairs
-        same_label = self.labelled[:, None] == self.labelled[None, :]
+        same_label = self.labelled[:, None] == self.candidate_labels[None, :]
         pairs = torch.nonzero((same_label & self.masks.others).view(-1)).squeeze(1)
-        return pairs.div(2 * self.batch_size, rounding_mode="floor"), pairs
+        return pairs.div(2 * self.batch_size + self.queue_size, rounding_mode="floor"), pairs
 
 
 @dataclass(frozen=True)
 class NegativeWeights:
-    """What a sampler returns: its negative distribution over the batch, up to normalisation."""
+    """What a sampler returns: its negative distribution over the candidates, up to normalisation."""
 
     log_weights: Tensor
-    """(2B, 2B) log w_ij, ``-inf`` where q(j|i) = 0; rows need not be normalised, but every row
+    """(2B, 2B + K) log w_ij, ``-inf`` where q(j|i) = 0; rows need not be normalised, but every row
     needs a finite entry (give an invalid anchor any placeholder row: it is ignored)."""
     anchor_valid: Tensor | None = None
     """(2B,) bool: anchors that have a negative at all (None: all do). The others are left out."""
@@ -149,7 +213,7 @@ class LossStats:
 
 
 def negative_distribution(negatives: NegativeWeights) -> Tensor:
-    """q(j|i), (2B, 2B): the sampler's weights normalised per row; zero rows for invalid anchors."""
+    """q(j|i), (2B, 2B + K): the sampler's weights normalised per row; zero rows for invalid anchors."""
     q = torch.softmax(negatives.log_weights, dim=1)
     if negatives.anchor_valid is None:
         return q

@@ -8,10 +8,12 @@ Its importance-sampling estimate over a batch (Sec. 3.1 and the official code, F
     pos_i = exp(s_ip),  w_ij = exp(beta s_ij),  R_i = sum_j w_ij exp(s_ij) / mean_j w_ij
     Ng_i  = max((R_i - tau+ N pos_i) / (1 - tau+), N exp(-1/t)),  loss = mean_i -log(pos_i / (pos_i + Ng_i))
 
-over the N = 2B - 2 negatives j of anchor i. The weights are *not* detached by default: the
-official code backpropagates through them (H-SCL's code detaches them: ``detach_weights``).
-``R_i = N E_q[exp(s_ij)]`` with q = w / sum(w), so the sampler only
-supplies ``log w = beta s`` and :func:`~hcl_cli.objectives.core.contrastive_objective` does the rest.
+over the N = 2B - 2 negatives j of anchor i (N = 2B - 2 + K with a queue of K keys: the weights
+and the debiasing run over the batch's keys and the queue alike, as in HCL's MoCo-v2 runs of
+App. C.1). The weights are *not* detached by default: the official code backpropagates through
+them (H-SCL's code detaches them: ``detach_weights``). ``R_i = N E_q[exp(s_ij)]`` with
+q = w / sum(w), so the sampler only supplies ``log w = beta s`` and
+:func:`~hcl_cli.objectives.core.contrastive_objective` does the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from hcl_cli.objectives.core import NegativeWeights, PairBatch, uniform_log_weights
+from hcl_cli.objectives.core import NegativeWeights, PairBatch
 from hcl_cli.objectives.options import SamplerOptions
 
 
@@ -33,7 +35,7 @@ def tilted_log_weights(batch: PairBatch, uniform: Tensor, options: SamplerOption
 
     ``clip`` is HCL's trick for embeddings off the hypersphere (App. D.2-D.3, Fig. 14): the inner
     products used for the weights are scaled into [-2, 2] by ``2 s / max |s|``, the maximum taken
-    over every (anchor, negative) pair of the batch, before the exponent. It changes only the
+    over every (anchor, negative) pair of the batch (queue included), before the exponent. It changes only the
     weights; the ``exp(s_ij)`` terms of the loss keep the plain similarities.
     """
     similarity = batch.logits.detach() if options.detach_weights else batch.logits
@@ -44,10 +46,10 @@ def tilted_log_weights(batch: PairBatch, uniform: Tensor, options: SamplerOption
 
 def debiased(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     """Chuang et al.'s debiased negatives: HCL with beta = 0 (uniform weights, tau+ correction)."""
-    return NegativeWeights(uniform_log_weights(batch.batch_size, batch.logits.device, batch.compute_dtype), debiased=True)
+    return NegativeWeights(batch.uniform, debiased=True)
 
 
 def hucl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     """HCL's hard negatives: weights ``exp(beta s_ij)`` over all negatives, with tau+ debiasing."""
-    uniform = uniform_log_weights(batch.batch_size, batch.logits.device, batch.compute_dtype)
+    uniform = batch.uniform
     return NegativeWeights(tilted_log_weights(batch, uniform, options), debiased=True)

@@ -1,18 +1,20 @@
 """Label-aware negatives of H-SCL (Jiang et al., "Supervised contrastive learning with hard
 negative samples"): SCL, H-SCL(beta) and H-SCL(tau).
 
-Negatives of anchor i are the batch samples with a *different* label (Sec. III-B), tilted by a
-hardening function eta (Definition 1): ``eta_exp(s) = exp(beta s)`` for H-SCL(beta) (beta = 0 is
-SCL) and ``eta_thresh = 1(cos >= l)`` for H-SCL(tau). Positives are every other sample with the
-anchor's label, partner included. The loss is Eq. (3), the large-negative-sample InfoNCE,
+Negatives of anchor i are the batch samples (with a queue, the queued keys too) with a
+*different* label (Sec. III-B), tilted by a hardening function eta (Definition 1):
+``eta_exp(s) = exp(beta s)`` for H-SCL(beta) (beta = 0 is SCL) and ``eta_thresh = 1(cos >= l)``
+for H-SCL(tau). Positives are every other sample with the anchor's label, partner included. The
+loss is Eq. (3), the large-negative-sample InfoNCE,
 
     E_i = sum_j eta_ij exp(s_ij) / sum_j eta_ij,   loss = mean over positive pairs (i, p) of log(1 + M exp(-s_ip) E_i)
 
-with M = 2B - 2 (the paper's "batch size minus 2" for its B two-view pairs). H-SCL's code detaches
-the weights ``eta_ij`` (``imp.detach()``); here that is ``detach_weights``, off by default as in
-HCL, so the default gradient also flows through them. No tau+ debiasing:
-the labels already remove the false negatives. An anchor whose batch holds no different-label
-sample has no negative distribution; it is left out of the mean and counted in
+with M = 2B - 2 (the paper's "batch size minus 2" for its B two-view pairs; 2B - 2 + K with a
+queue of K keys, whose same-label keys are positives too). H-SCL's code detaches the weights
+``eta_ij`` (``imp.detach()``); here that is ``detach_weights``, off by default as in HCL, so the
+default gradient also flows through them. No tau+ debiasing: the labels already remove the false
+negatives. An anchor whose candidates hold no different-label sample has no negative
+distribution; it is left out of the mean and counted in
 :class:`~hcl_cli.objectives.core.LossStats` ``anchors_without_negatives``.
 """
 
@@ -28,16 +30,18 @@ from hcl_cli.objectives.options import SamplerOptions
 
 
 def different_label_support(batch: PairBatch) -> tuple[Tensor, Tensor]:
-    """The pairs of different labels, and which anchors have any.
+    """The (anchor, candidate) pairs of different labels, and which anchors have any.
 
-    An anchor has no different-label sample exactly when the whole batch shares its label, so
-    validity is one flag for the batch. Such a batch gets the unsupervised negatives (every image
-    its own class) as placeholder rows: finite, and ignored by the objective.
+    Every anchor's label is among the candidates' (its own key or row), so an anchor has no
+    different-label candidate exactly when all candidates share one label: validity is one flag
+    for the batch. Such a batch gets the unsupervised negatives (every image its own class) as
+    placeholder rows: finite, and ignored by the objective.
     """
-    labels = batch.labelled
-    has_negatives = (labels != labels[0]).any()
+    labels, candidates = batch.labelled, batch.candidate_labels
+    has_negatives = (candidates != candidates[0]).any()
     classes = torch.where(has_negatives, labels, batch.masks.rows.remainder(batch.batch_size))
-    return classes[:, None] != classes[None, :], has_negatives.expand(len(labels))
+    candidate_classes = torch.where(has_negatives, candidates, batch.masks.candidate_images)
+    return classes[:, None] != candidate_classes[None, :], has_negatives.expand(len(labels))
 
 
 def hscl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import LossStats, PairBatch, contrastive_objective, negative_distribution
+from hcl_cli.objectives.core import LossStats, MomentumKeys, PairBatch, contrastive_objective, negative_distribution
 from hcl_cli.objectives.options import SamplerOptions
 from hcl_cli.objectives.registry import SAMPLERS, Sampler, lookup
 
@@ -74,6 +74,12 @@ def contrastive_loss(
     (``head_inputs`` for undimix, ...). The arithmetic runs in float32 (float64 for float64
     inputs) with autocast disabled, in the log domain.
 
+    ``momentum_keys`` (:class:`~hcl_cli.objectives.core.MomentumKeys`): a momentum encoder's keys of the
+    batch and its queue of K earlier keys (MoCo). The anchors ``[z1; z2]`` are then contrasted
+    with the 2B + K candidates ``[k1; k2; queue]`` (each anchor's positive is its partner's key)
+    under the same sampler, and no gradient reaches the keys. Without them, the candidates are
+    the anchors themselves (in-batch), as before.
+
     ``anchor_mask`` (2B,) bool, for data-parallel training: the sum of the selected anchors'
     terms divided by the number of terms over *all* anchors, so the values over disjoint masks
     that cover the 2B rows add up to the full loss. ``return_stats=True`` also returns
@@ -100,7 +106,8 @@ def contrastive_loss(
 
 @torch.no_grad()
 def negative_weights(z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, sampler: str, **options: Any) -> Tensor:
-    """q(j|i), (2B, 2B): the negative distribution each anchor of ``[z1; z2]`` uses under ``sampler``.
+    """q(j|i), (2B, 2B + K): the negative distribution each anchor of ``[z1; z2]`` uses under ``sampler``
+    over its candidates (the rows of ``[z1; z2]``, or with ``momentum_keys`` the batch's keys and the queue).
 
     Rows sum to 1 (0 for an anchor without negatives); zero on self, partner and, for the
     supervised samplers, same-label samples. For debiased/hucl/ot this is the (tilted) sampling
@@ -124,9 +131,25 @@ def prepare(
         raise UsageError(f"--sampler {sampler} needs labels" if spec.supervised else "--positives labels needs labels")
     if labelled and labels is not None and labels.shape != (z1.shape[0],):
         raise UsageError(f"labels must have shape ({z1.shape[0]},) (got {tuple(labels.shape)})")
+    keys = sampler_config.momentum_keys
+    if keys is not None:
+        check_keys(keys, tuple(z1.shape), labelled)
     with full_precision(z1.device):
-        batch = PairBatch(z1, z2, labels if labelled else None, sampler_config.temperature)
+        batch = PairBatch(z1, z2, labels if labelled else None, sampler_config.temperature, keys)
     return spec, batch, sampler_config
+
+
+def check_keys(keys: MomentumKeys, shape: tuple[int, int], labelled: bool) -> None:
+    """One-line usage errors for momentum keys that do not fit a batch of ``shape`` (B, d)."""
+    if tuple(keys.k1.shape) != shape or tuple(keys.k2.shape) != shape:
+        raise UsageError(f"momentum_keys.k1 and .k2 must be {shape} like z1 and z2 (got {tuple(keys.k1.shape)} and {tuple(keys.k2.shape)})")
+    if keys.queue.ndim != 2 or keys.queue.shape[1] != shape[1] or keys.queue_size % 2:
+        raise UsageError(
+            f"momentum_keys.queue must be (K, {shape[1]}) with K even, both views of each image (got {tuple(keys.queue.shape)})"
+        )
+    if labelled and keys.queue_size and (keys.queue_labels is None or keys.queue_labels.shape != (keys.queue_size,)):
+        got = None if keys.queue_labels is None else tuple(keys.queue_labels.shape)
+        raise UsageError(f"this loss reads labels: momentum_keys.queue_labels must have shape ({keys.queue_size},) (got {got})")
 
 
 @contextlib.contextmanager

@@ -12,6 +12,12 @@ detached embeddings (no gradient flows through P). Each anchor's negative distri
 (9), ``E_q[z_i.z_j] - z_i.z_p`` (``objective="bcl"``; tau+ does not apply). As ``eps -> inf``, q
 becomes uniform over the N negatives and ``ot`` becomes ``debiased``.
 
+With a momentum encoder's queue (MoCo), P couples the 2B anchors (marginal 1/(2B)) with the
+2B + K candidates, the batch's keys and the queue (marginal 1/(2B + K)), under the same cost, with
++inf on each anchor's own key and its partner's: the coupling between the batch and the queue
+that Eq. (5) asks for once the negatives are drawn from both. Still ``q(j|i) = 2B P_ij``; with
+K = 0 and the batch as its own candidates it is the coupling above.
+
 The cost has no factor 0.5: it is the official code's ``sum(|x - y|^2)``, and ``ot_epsilon`` is
 the code's ``reg``. Eq. (5) writes the cost as ``c = 0.5 ||f(x) - f(x-)||^2``, and
 ``exp(-0.5 ||.||^2 / eps_paper) = exp(-||.||^2 / (2 eps_paper))``, so the paper's epsilon is half
@@ -51,7 +57,7 @@ class KernelProducts:
         self.row_kernel = torch.exp(log_kernel - self.row_shift[:, None])
         self.column_kernel = torch.exp(log_kernel - self.column_shift[None, :]).T
         info = torch.finfo(log_kernel.dtype)
-        self.smallest_safe_sum = log_kernel.shape[0] * info.tiny / info.eps
+        self.smallest_safe_sum = max(log_kernel.shape) * info.tiny / info.eps
         self.smallest_sum = torch.tensor(math.inf, dtype=log_kernel.dtype, device=log_kernel.device)
 
     def rows(self, potential: Tensor) -> Tensor:
@@ -72,11 +78,11 @@ class KernelProducts:
 
 
 def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
-    """log P of the entropic OT coupling between two uniform distributions over the rows of ``cost``.
+    """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
     Sinkhorn-Knopp (Cuturi 2013) in the log domain: at most ``iterations`` rounds of the column
     update then the row update, the order of POT's ``ot.sinkhorn``, so the rows sum to exactly 1/n
-    and the columns to 1/n up to the convergence error. It stops early once a round changes the
+    and the columns to 1/m up to the convergence error. It stops early once a round changes the
     row potentials by less than the square root of the machine epsilon (3e-4 in float32, 1.5e-8
     in float64), i.e. once the marginals hold to that relative error; float32 rounding keeps the
     potentials from settling much below ~1e-5. The reductions are :class:`KernelProducts`, or
@@ -98,13 +104,13 @@ def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tens
 
 def sinkhorn_iterations(log_kernel: Tensor, reduce_rows: Reduction, reduce_columns: Reduction, iterations: int) -> Tensor:
     """The log-domain Sinkhorn loop of :func:`sinkhorn_log_coupling` with the given reductions."""
-    size = log_kernel.shape[0]
-    log_marginal = -math.log(size)
+    rows, columns = log_kernel.shape
+    log_row_marginal, log_column_marginal = -math.log(rows), -math.log(columns)
     tolerance = math.sqrt(torch.finfo(log_kernel.dtype).eps)
-    row_potential = torch.zeros(size, dtype=log_kernel.dtype, device=log_kernel.device)
+    row_potential = torch.zeros(rows, dtype=log_kernel.dtype, device=log_kernel.device)
     for _ in range(iterations):
-        column_potential = log_marginal - reduce_columns(row_potential)
-        updated = log_marginal - reduce_rows(column_potential)
+        column_potential = log_column_marginal - reduce_columns(row_potential)
+        updated = log_row_marginal - reduce_rows(column_potential)
         change = (updated - row_potential).abs().max()
         row_potential = updated
         if change < tolerance:
@@ -113,7 +119,7 @@ def sinkhorn_iterations(log_kernel: Tensor, reduce_rows: Reduction, reduce_colum
 
 
 def transport_cost(batch: PairBatch, options: SamplerOptions) -> Tensor:
-    """(2B, 2B) ground cost on the detached unit embeddings, ``+inf`` on self and partner."""
+    """(2B, 2B + K) ground cost between the detached unit anchors and candidates, ``+inf`` on self and partner."""
     squared_distance = (2.0 - 2.0 * batch.cosine.detach()).clamp(min=0.0)
     cost = squared_distance if options.ot_cost == "sq" else torch.exp(squared_distance - options.ot_kappa)
     return cost.masked_fill(~batch.masks.negatives, math.inf)
@@ -121,6 +127,6 @@ def transport_cost(batch: PairBatch, options: SamplerOptions) -> Tensor:
 
 @torch.no_grad()
 def ot(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
-    """q(j|i) = 2B P_ij from the entropic OT coupling of the batch with itself."""
+    """q(j|i) = 2B P_ij from the entropic OT coupling of the batch with its candidates (itself in-batch)."""
     log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations)
     return NegativeWeights(log_coupling + math.log(2 * batch.batch_size), debiased=True)

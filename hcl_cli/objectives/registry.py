@@ -96,7 +96,13 @@ UNDIMIX_UNCERTAINTY = Option(
     choices=("badge", "autograd"),
 )
 
+QUEUE_AND_AUTOGRAD = (
+    "undimix with --undimix-uncertainty autograd cannot use a queue: Eq. (3)'s full last-layer gradient of a queued key "
+    "is not kept (use --undimix-uncertainty badge, or --queue-size 0)"
+)
+
 RUNTIME_INPUTS: dict[str, str] = {
+    "momentum_keys": "MomentumKeys: a momentum encoder's keys of the batch and its queue of earlier keys, the candidates of every sampler (MoCo; None: in-batch)",
     "head_inputs": "(h1, h2): the inputs of the projection head's last linear layer for both views (undimix)",
     "head_layer": "the projection head's last linear layer, with .weight and .bias (undimix with undimix_uncertainty=autograd)",
     "undimix_attention": "(3,) learnable logits of the similarity, uncertainty and diversity weights (undimix with undimix_learned)",
@@ -117,6 +123,12 @@ def linear_threshold(options: Mapping[str, Any], epoch: int, epochs: int) -> dic
     return {"threshold": threshold_at(options["threshold_start"], options["threshold_end"], epoch, epochs)}
 
 
+def entry_point(name: str) -> Callable[..., Any]:
+    """The function ``"module:function"`` names (imports its module on first use)."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
 @dataclass(frozen=True)
 class Sampler:
     """A negative distribution q(x-|x): its function, its paper, what it needs and the options it reads.
@@ -124,7 +136,10 @@ class Sampler:
     ``supervised``: its negatives depend on the labels, and every same-label sample is a
     positive; an unsupervised sampler may take label positives too (``positives="labels"``, see
     :meth:`label_positives`). ``head_inputs``: it needs the inputs of the projection head's last
-    layer (``options.head_inputs``).
+    layer (``options.head_inputs``). ``key_features``: what a momentum encoder's queue keeps of
+    each key for it besides the key, as ``"module:function"`` ``(keys, head_inputs) -> (2B, e)``
+    (the raw keys ``[k1; k2]`` and the key encoder's head inputs, as ``MomentumKeys.queue_features``
+    rows), or None.
     ``schedule`` gives the values that change over training; the training loop calls it each
     epoch, and a direct call of the loss uses its values at the first epoch unless given.
     """
@@ -136,11 +151,15 @@ class Sampler:
     supervised: bool = False
     head_inputs: bool = False
     schedule: Schedule | None = None
+    key_features: str | None = None
 
     def load(self) -> Callable[..., Any]:
         """The sampler's function (imports its module, and torch, on first use)."""
-        module, _, function = self.weights.partition(":")
-        return getattr(importlib.import_module(module), function)
+        return entry_point(self.weights)
+
+    def load_key_features(self) -> Callable[..., Any] | None:
+        """The function that gives what a queue keeps of each key for this sampler, or None."""
+        return None if self.key_features is None else entry_point(self.key_features)
 
     @property
     def option_names(self) -> tuple[str, ...]:
@@ -182,6 +201,7 @@ SAMPLERS: dict[str, Sampler] = {
         "UnDiMix, Tabassum et al.",
         (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY),
         head_inputs=True,
+        key_features="hcl_cli.objectives.undimix:key_features",
     ),
 }
 """Every sampler by its ``--sampler`` name."""

@@ -1,15 +1,16 @@
 """SimCLR's uniform negatives (Chen et al., ICML 2020), the ``ucl`` baseline.
 
 NT-Xent over the 2B anchors: ``-log(exp(s_ip) / (exp(s_ip) + sum_{j != i, p} exp(s_ij)))``, i.e.
-q(j|i) uniform over the N = 2B - 2 other samples, no debiasing.
+q(j|i) uniform over the N = 2B - 2 other samples, no debiasing. With a momentum encoder's queue
+of K keys (MoCo-v2's loss) it is uniform over the N = 2B - 2 + K other keys.
 """
 
 from __future__ import annotations
 
-from hcl_cli.objectives.core import NegativeWeights, PairBatch, uniform_log_weights
+from hcl_cli.objectives.core import NegativeWeights, PairBatch
 from hcl_cli.objectives.options import SamplerOptions
 
 
 def ucl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     """Uniform q(j|i) over every sample but the anchor and its partner."""
-    return NegativeWeights(uniform_log_weights(batch.batch_size, batch.logits.device, batch.compute_dtype))
+    return NegativeWeights(batch.uniform)

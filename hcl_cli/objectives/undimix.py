@@ -31,9 +31,20 @@ Uncertainty, ``undimix_uncertainty``:
   candidates included, each recomputed as ``W h + b`` from ``head_inputs`` and the layer given as
   ``head_layer``. It costs a (2B, P*H) Jacobian and a (2B x P*H) Gram product.
 
+With a momentum encoder (MoCo), the candidates are the batch's keys and a queue of earlier keys,
+and each part keeps its meaning over them (our reading; the paper ran UnDiMix on MoCo-v2 without
+saying how): (a) ``s_ij`` is the anchor's cosine with the candidate; (b) the candidate's ``g_j``
+is its key's BADGE gradient embedding, of the pseudo-labelling task among the keys of the batch it
+came with, under the key encoder, so a queue keeps the two factors ``delta_j`` and ``h_j`` of each
+key (:func:`key_features`) and ``u_ij = (delta_i.delta_j)(h_i.h_j)`` as before; the anchors' own
+``g_i`` are unchanged; (c) the mean of Eq. (4) runs over every candidate of an image other than the
+anchor's and the candidate's, a queued image's other view included (the queue holds both views of
+an image at rows 2p, 2p + 1). The literal ``autograd`` reading of Eq. (3) needs every candidate's
+full last-layer gradient, which no queue keeps: it runs in-batch only.
+
 Combination (the paper leaves normalisation open; our reading): each part is min-max normalised to
-[0, 1] over the anchor's N = 2B - 2 negatives (a part that is constant over them contributes 0);
-the parts are combined linearly, Eq. (5), with weights lambda = ``undimix_weights`` (similarity,
+[0, 1] over the anchor's N = 2B - 2 (+ K) negatives (a part constant over them contributes 0); the
+parts are combined linearly, Eq. (5), with weights lambda = ``undimix_weights`` (similarity,
 uncertainty, diversity; the paper's "fixed weights" variant of Table 3, default equal), or, with
 ``undimix_learned``, with learned weights: the paper's "attention weights ... learned during
 training", one weight per part for the whole model (the paper models "the weight of each
@@ -56,9 +67,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import NegativeWeights, PairBatch, uniform_log_weights
+from hcl_cli.objectives.core import NegativeWeights, PairBatch
 from hcl_cli.objectives.options import SamplerOptions
-from hcl_cli.objectives.registry import undimix_weight_values
+from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, undimix_weight_values
 
 
 def cross_view_logits(unit: Tensor, size: int) -> Tensor:
@@ -66,15 +77,41 @@ def cross_view_logits(unit: Tensor, size: int) -> Tensor:
     return torch.cat([unit[:size] @ unit[size:].T, unit[size:] @ unit[:size].T])
 
 
-def pseudo_label_gradients(batch: PairBatch) -> Tensor:
-    """(2B, P) ``delta_j = dl_j / dz_j``: the pseudo-labelling cross-entropy's gradient at each raw projection."""
-    size = batch.batch_size
-    unit = batch.z.detach()
+def pseudo_label_gradients(unit: Tensor, raw: Tensor) -> Tensor:
+    """(2B, P) ``delta_j = dl_j / dz_j``: the pseudo-labelling cross-entropy's gradient at each raw
+    projection ``raw`` of ``[z1; z2]`` (``unit`` its normalisation), among the rows of that batch."""
+    size = len(unit) // 2
+    unit = unit.detach()
     logits = cross_view_logits(unit, size)
     residual = torch.softmax(logits, dim=1) - F.one_hot(logits.argmax(dim=1), size).to(logits.dtype)
     unit_gradient = torch.cat([residual[:size] @ unit[size:], residual[size:] @ unit[:size]])
     tangent = unit_gradient - (unit_gradient * unit).sum(dim=1, keepdim=True) * unit
-    return tangent / batch.raw.detach().norm(dim=1, keepdim=True)
+    return tangent / raw.detach().norm(dim=1, keepdim=True)
+
+
+def key_features(keys: Tensor, head_inputs: Tensor) -> Tensor:
+    """(2B, P + H) ``[delta_j, h_j]`` of the batch's keys ``[k1; k2]`` (raw, (2B, P)) and their head
+    inputs (2B, H): the two factors of each key's BADGE gradient embedding ``g_j = delta_j h_j^T``,
+    what a momentum encoder's queue keeps of each key for :func:`uncertainty_scores`."""
+    keys = keys.detach()
+    return torch.cat([pseudo_label_gradients(F.normalize(keys, dim=1), keys), head_inputs.detach().to(keys.dtype)], dim=1)
+
+
+def candidate_factors(batch: PairBatch, delta: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
+    """(2B + K, P) and (2B + K, H): the candidates' ``delta_j`` and ``h_j``; the anchors' own ``delta``
+    and ``hidden`` in-batch, else the batch's keys' (:func:`key_features`) and the queue's."""
+    keys = batch.momentum_keys
+    if keys is None:
+        return delta, hidden
+    if keys.head_inputs is None or (batch.queue_size and keys.queue_features is None):
+        raise UsageError("undimix with a queue needs the key encoder's head_inputs and each queued key's queue_features (key_features)")
+    if batch.queue_size and keys.queue_features.shape != (batch.queue_size, delta.shape[1] + hidden.shape[1]):
+        raise UsageError(
+            f"queue_features must be ({batch.queue_size}, {delta.shape[1] + hidden.shape[1]}): each queued key's key_features (got {tuple(keys.queue_features.shape)})"
+        )
+    batch_keys = key_features(batch.key_raw, torch.cat(keys.head_inputs))
+    features = batch_keys if keys.queue_features is None else torch.cat([batch_keys, keys.queue_features.detach().to(batch.compute_dtype)])
+    return features.split([delta.shape[1], hidden.shape[1]], dim=1)
 
 
 def last_layer_gradients(batch: PairBatch, hidden: Tensor, layer: torch.nn.Module) -> Tensor:
@@ -97,28 +134,43 @@ def last_layer_gradients(batch: PairBatch, hidden: Tensor, layer: torch.nn.Modul
 
 
 def uncertainty_scores(batch: PairBatch, options: SamplerOptions) -> Tensor:
-    """(2B, 2B) ``u_ij = g_i.g_j``, Eq. (3), in BADGE's closed form or by autograd (``undimix_uncertainty``)."""
+    """(2B, 2B + K) ``u_ij = g_i.g_j``, Eq. (3), in BADGE's closed form or by autograd (``undimix_uncertainty``)."""
     hidden = head_hidden(batch, options)
     if options.undimix_uncertainty == "autograd":
+        if batch.momentum_keys is not None:
+            raise UsageError(QUEUE_AND_AUTOGRAD)
         if options.head_layer is None:
             raise UsageError("undimix with --undimix-uncertainty autograd needs head_layer, the projection head's last linear layer")
         gradients = last_layer_gradients(batch, hidden, options.head_layer)
         return gradients @ gradients.T
-    delta = pseudo_label_gradients(batch)
-    return (delta @ delta.T) * (hidden @ hidden.T)
+    delta = pseudo_label_gradients(batch.z, batch.raw)
+    candidate_delta, candidate_hidden = candidate_factors(batch, delta, hidden)
+    return (delta @ candidate_delta.T) * (hidden @ candidate_hidden.T)
 
 
 def diversity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:
-    """(2B, 2B) ``r_ij``, Eq. (4): mean ``1 - cos(z_j, z_j')`` over the rows j' of images other than i's and j's."""
-    cosine = batch.cosine.detach()
+    """(2B, 2B + K) ``r_ij``, Eq. (4): mean ``1 - cos(c_j, c_j')`` over the candidates j' of images other than i's and j's.
+
+    ``own_j``, the sum over every candidate but j and its image's other view, is the column sum of
+    the batch's keys' cosines with the candidates (the rows' own in-batch), plus ``c_j`` against
+    the sum of the queue, less those two; taking away the two rows of anchor i's image leaves the
+    ``2B + K - 4`` others.
+    """
+    rows_by_candidates = batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ batch.candidates.T
     partner, rows = batch.masks.partner, batch.masks.rows
-    own = cosine.sum(dim=0) - cosine.diagonal() - cosine[partner, rows]
-    others = own[None, :] - cosine - cosine.index_select(0, partner)
+    own, own_cosine, pair_cosine = rows_by_candidates.sum(dim=0), rows_by_candidates[rows, rows], rows_by_candidates[partner, rows]
+    if batch.queue_size:
+        queue = batch.queue_z
+        pairs = torch.arange(batch.queue_size, device=queue.device) ^ 1
+        own = own + batch.candidates @ queue.sum(dim=0)
+        own_cosine = torch.cat([own_cosine, (queue * queue).sum(dim=1)])
+        pair_cosine = torch.cat([pair_cosine, (queue * queue[pairs]).sum(dim=1)])
+    others = (own - own_cosine - pair_cosine)[None, :] - rows_by_candidates - rows_by_candidates.index_select(0, partner)
     return 1.0 - others / max(batch.num_negatives - 2, 1)
 
 
 def similarity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:
-    """(2B, 2B) ``s_ij``, the cosines (P1)."""
+    """(2B, 2B + K) ``s_ij``, the cosines (P1)."""
     return batch.cosine.detach()
 
 
@@ -175,5 +227,5 @@ def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     mean = combined.sum(dim=1, keepdim=True) / batch.num_negatives
     positive = combined > 0
     log_weights = torch.where(positive, torch.where(positive, combined, 1.0).log(), -math.inf) - torch.where(mean > 0, mean, 1.0).log()
-    uniform = uniform_log_weights(batch.batch_size, negatives.device, batch.compute_dtype)
+    uniform = batch.uniform
     return NegativeWeights(torch.where(mean > 0, log_weights, uniform))
