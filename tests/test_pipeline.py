@@ -55,6 +55,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(["git", "init", "-q"], path)
     run(["dvc", "init", "-q"], path)
     shutil.copy(ROOT / ".dvcignore", path / ".dvcignore")
+    shutil.copy(ROOT / ".gitignore", path / ".gitignore")
     run(["dvc", "config", "core.analytics", "false"], path)
     set_params(path, TINY)
     return path
@@ -106,6 +107,7 @@ def test_appending_a_comment_to_any_imported_file_marks_its_stages_changed(repo:
 def test_no_parameter_value_reaches_a_shell(repo: Path) -> None:
     """A report title with shell syntax and quotes arrives verbatim; a sampler with a command in it is refused."""
     title = 'x $(touch PWNED) "quoted" `touch PWNED2` y'
+    repro(repo)
     set_params(repo, {"report": {"title": title}})
     assert repro(repo) == {"report"}
     assert title in (repo / "reports" / "report.md").read_text()
@@ -114,3 +116,15 @@ def test_no_parameter_value_reaches_a_shell(repo: Path) -> None:
     assert result.returncode != 0
     assert "pretrain.sampler must be one of" in result.stdout + result.stderr
     assert not {"PWNED", "PWNED2", "injected"} & {p.name for p in repo.iterdir()}
+    set_params(repo, {"pretrain": {"sampler": "ucl"}})
+
+
+def test_a_stage_run_by_hand_leaves_git_and_dvc_status_clean(repo: Path) -> None:
+    """The README's first hand run, in a repository whose pipeline is up to date: its outputs go under runs/."""
+    repro(repo)
+    run(["git", "add", "-A"], repo)
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "pipeline"], repo)
+    run(["hcl", "pretrain", "--sampler", "hscl", "--beta", "1", "--epochs", "1", "--data", "data/prepared", "--device", "cpu"], repo)
+    assert (repo / "runs" / "models" / "encoder.safetensors").is_file()
+    assert run(["git", "status", "--porcelain"], repo).strip() == ""
+    assert changed_stages(repo) == set()
