@@ -1,6 +1,7 @@
 """Resumable training checkpoints, without pickle.
 
-A checkpoint holds everything a bitwise-exact resume needs: the model's state_dict, the
+A checkpoint holds everything a bitwise-exact resume needs: the model's state_dict (with a
+momentum queue, the key encoder's and the queue's too: the trainer hands its ``state``), the
 optimizer's state (its per-parameter tensors flattened into safetensors, its ``param_groups`` in
 JSON), the RNG states of torch (CPU and every CUDA device), NumPy and Python, the position in
 training (the next epoch and the steps of it already done), the training loop's JSON state (the

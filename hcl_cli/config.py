@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.registry import SAMPLERS, Sampler, sampler_options, users_label, users_of
+from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, SAMPLERS, Sampler, sampler_options, users_label, users_of
 from hcl_cli.options import SEED_LIMIT, Option
 
 DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder")
@@ -113,6 +113,21 @@ class PretrainConfig(StageConfig):
     projection_dim: int = param(128, "Output size of the projection head.", minimum=1, maximum=65536)
     epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
     batch_size: int = param(256, "Images per batch (each gives two views).", minimum=2)
+    queue_size: int = param(
+        0,
+        "Keys of earlier batches that every sampler also contrasts with (MoCo-v2's queue; HCL App. C.1 uses 65536): "
+        "a momentum key encoder encodes both views, and each anchor's candidates are the batch's keys and the queue. "
+        "Even (both views of an image enter it); 0: in-batch negatives only.",
+        minimum=0,
+        maximum=2**24,
+    )
+    momentum: float = param(
+        0.99,
+        "Momentum m of the key encoder, theta_k <- m theta_k + (1 - m) theta_q every step (MoCo-v2: 0.99 for CIFAR-sized runs; read only with a queue).",
+        minimum=0.0,
+        maximum=1.0,
+        max_exclusive=True,
+    )
     lr: float = param(1e-3, "Adam learning rate.", minimum=0.0, min_exclusive=True, maximum=10.0)
     weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
     blur: bool = param(False, "Add Gaussian blur to the augmentations.")
@@ -139,6 +154,12 @@ class PretrainConfig(StageConfig):
     def keep_extra(self, values: dict[str, Any]) -> None:
         self.sampler_options = values
 
+    def check(self) -> None:
+        if self.queue_size % 2:
+            raise UsageError(f"--queue-size must be even: both views of every image enter the queue (got {self.queue_size})")
+        if self.queue_size and self.sampler == "undimix" and self.sampler_options["undimix_uncertainty"] == "autograd":
+            raise UsageError(QUEUE_AND_AUTOGRAD)
+
     def params(self) -> dict[str, Any]:
         return {name: self.sampler_options[name] if name in self.sampler_options else getattr(self, name) for name in self.param_names()}
 
@@ -160,7 +181,9 @@ class PretrainConfig(StageConfig):
     def ignored_changes(self) -> list[str]:
         """Warnings for the sampler options set away from their defaults that this run's sampler does not read
         (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model every time)."""
-        return [
+        momentum = next(option for option in self.declared_options() if option.name == "momentum")
+        unread = [f"momentum = {self.momentum!r} is not read without a queue (queue_size 0)"] if not self.queue_size and self.momentum != momentum.default else []
+        return unread + [
             f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
             for option in sampler_options()
             if self.sampler_options[option.name] != option.default and self.sampler not in users_of(option.name)

@@ -23,6 +23,12 @@ parameter gradients and divides by K, giving ``(1/K) sum_r g_r``; so each rank b
 ``K * L_r`` and DDP's average is ``sum_r g_r = dL/dtheta``. The value to log is ``sum_r L_r``
 (:meth:`DistributedContext.reduce_sum`), not ``K * L_r``.
 
+With a momentum encoder (``--queue-size``), each rank encodes its own views with its key encoder
+(the same on every rank: the moving average of the same parameters), the keys of all ranks are
+gathered (:meth:`DistributedContext.gather_rows`) as the global batch's keys, and every rank lets
+the same global keys into its queue, so the queues stay equal and the loss is the one of a
+single process with the global batch and the same queue.
+
 BatchNorm layers normalise over each rank's own batch unless converted to SyncBatchNorm
 (``sync_batchnorm`` of :meth:`DistributedContext.wrap_model`, CUDA only), so a K-rank run equals a
 single-process run exactly only for a model without BatchNorm or with SyncBatchNorm.
@@ -167,9 +173,16 @@ class DistributedContext:
         return GlobalViews(
             *_split_views(all_gather_with_gradients(torch.cat([z1, z2])), batch),
             labels=None if labels is None else torch.cat(self._gather_constant(labels)),
-            head_inputs=None if head_inputs is None else _split_views(self._gather_constant(torch.cat(head_inputs)), batch),
+            head_inputs=None if head_inputs is None else self.gather_rows(torch.cat(head_inputs)).chunk(2),
             anchor_mask=anchor_mask,
         )
+
+    def gather_rows(self, rows: Tensor) -> Tensor:
+        """Every rank's ``[x1; x2]`` (2B, ...) as the global ``[X1; X2]`` (2KB, ...), without gradient
+        (the keys of a momentum encoder, UnDiMix's head inputs); ``rows`` itself in a single process."""
+        if self.world_size == 1:
+            return rows
+        return torch.cat(_split_views(self._gather_constant(rows), len(rows) // 2))
 
     def reduce_sum(self, value: Tensor) -> Tensor:
         """The sum over ranks of ``value`` (detached), e.g. the global loss ``sum_r L_r``; every rank gets it."""

@@ -32,10 +32,12 @@ from hcl_cli.artifacts import read_json
 from hcl_cli.config import EmbedConfig, KnnConfig, LinearConfig, PrepareConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.models import load_encoder
+from hcl_cli.models import build_model, load_encoder
 from hcl_cli.objectives import SAMPLERS, contrastive_loss
+from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.runtime import seed_everything
 from hcl_cli.stages import embed, knn_eval, linear_eval, prepare
+from hcl_cli.training.momentum import MomentumQueue
 
 WORLD_SIZE = 2
 RANK_BATCH = 6
@@ -46,6 +48,7 @@ TOLERANCE = 1e-5
 HANG_GUARD_S = 120
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD_SIZE}"]
 # Every option any sampler reads; each sampler ignores the others (and unsupervised ones the labels).
+QUEUE_SIZE = 32
 SAMPLER_OPTIONS: dict[str, Any] = {"temperature": 0.5, "beta": 1.0, "tau_plus": 0.1, "threshold": -0.2, "ot_epsilon": 0.5}
 
 
@@ -61,6 +64,11 @@ def make_inputs(path: Path) -> dict[str, Tensor]:
         "labels": torch.randint(NUM_CLASSES, (size,), generator=generator),
         "weight": torch.randn(PROJECTION_DIM, HIDDEN_DIM, generator=generator, dtype=torch.float64),
         "bias": torch.randn(PROJECTION_DIM, generator=generator, dtype=torch.float64),
+        "k1": torch.randn(size, PROJECTION_DIM, generator=generator, dtype=torch.float64),
+        "k2": torch.randn(size, PROJECTION_DIM, generator=generator, dtype=torch.float64),
+        "queue": torch.randn(QUEUE_SIZE, PROJECTION_DIM, generator=generator, dtype=torch.float64),
+        "queue_labels": torch.randint(NUM_CLASSES, (QUEUE_SIZE // 2,), generator=generator).repeat_interleave(2),
+        "queue_features": torch.randn(QUEUE_SIZE, PROJECTION_DIM + HIDDEN_DIM, generator=generator, dtype=torch.float64),
     }
     save_file(inputs, str(path))
     return inputs
@@ -104,9 +112,36 @@ def rank_worker(rank: int, port: int, folder: str) -> None:
             (loss * context.loss_scale).backward()
             results |= {f"{sampler}/weight_grad": model.module.weight.grad.clone(), f"{sampler}/bias_grad": model.module.bias.grad.clone()}
             results[f"{sampler}/global_loss"] = context.reduce_sum(loss)
+
+            z1 = inputs["z1"][own].clone().requires_grad_(True)
+            z2 = inputs["z2"][own].clone().requires_grad_(True)
+            views = context.gather_views(z1, z2, inputs["labels"][own], head_inputs=(inputs["x1"][own], inputs["x2"][own]))
+            keys = momentum_keys(inputs, context.gather_rows(torch.cat([inputs["k1"][own], inputs["k2"][own]])).chunk(2), views.head_inputs)
+            loss = contrastive_loss(
+                views.z1,
+                views.z2,
+                views.labels,
+                sampler=sampler,
+                anchor_mask=views.anchor_mask,
+                head_inputs=views.head_inputs,
+                momentum_keys=keys,
+                **SAMPLER_OPTIONS,
+            )
+            loss.backward()
+            results |= {f"{sampler}/queue_loss": loss.detach(), f"{sampler}/queue_z1_grad": z1.grad, f"{sampler}/queue_z2_grad": z2.grad}
+        queue = MomentumQueue(build_model("small_cnn", 1, 8, PROJECTION_DIM), QUEUE_SIZE, 0.99, torch.float64)
+        labels = context.gather_views(inputs["z1"][own], inputs["z2"][own], inputs["labels"][own]).labels
+        for scale in (1.0, 2.0):  # 24 keys each: the second push wraps around the queue of 32
+            queue.push(context.gather_rows(scale * torch.cat([inputs["k1"][own], inputs["k2"][own]])), labels)
+        results |= {"queue/keys": queue.keys, "queue/labels": queue.labels}
         results["stop_when_one_rank_asks"] = torch.tensor(context.any_rank(rank == 1))
         results["stop_when_none_asks"] = torch.tensor(context.any_rank(False))
     save_file({name: tensor.contiguous() for name, tensor in results.items()}, str(Path(folder) / f"rank{rank}.safetensors"))
+
+
+def momentum_keys(inputs: dict[str, Tensor], keys: tuple[Tensor, Tensor], head_inputs: tuple[Tensor, Tensor] | None) -> MomentumKeys:
+    """The global batch's keys with the queue of the inputs (the key encoder's head inputs stand in as the model's)."""
+    return MomentumKeys(*keys, inputs["queue"], inputs["queue_labels"], head_inputs, inputs["queue_features"])
 
 
 def free_port() -> int:
@@ -157,6 +192,36 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(sampler: str, two_rank
         torch.testing.assert_close(rank[f"{sampler}/weight_grad"], layer.weight.grad, rtol=0, atol=TOLERANCE)
         torch.testing.assert_close(rank[f"{sampler}/bias_grad"], layer.bias.grad, rtol=0, atol=TOLERANCE)
         assert rank[f"{sampler}/global_loss"].item() == pytest.approx(projected_loss.item(), abs=TOLERANCE)
+
+
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_two_ranks_over_a_queue_equal_one_process_with_the_whole_batch(
+    sampler: str, two_ranks: tuple[dict[str, Tensor], list[dict[str, Tensor]]]
+) -> None:
+    """Each rank's keys enter the global batch's keys (gather_rows); with the same queue on every rank the ranks' losses
+    add up to one process's and each rank's gradients are that process's for its rows."""
+    inputs, ranks = two_ranks
+    head_inputs = (inputs["x1"], inputs["x2"])
+    z1 = inputs["z1"].clone().requires_grad_(True)
+    z2 = inputs["z2"].clone().requires_grad_(True)
+    keys = momentum_keys(inputs, (inputs["k1"], inputs["k2"]), head_inputs)
+    loss = contrastive_loss(z1, z2, inputs["labels"], sampler=sampler, head_inputs=head_inputs, momentum_keys=keys, **SAMPLER_OPTIONS)
+    loss.backward()
+
+    assert sum(rank[f"{sampler}/queue_loss"].item() for rank in ranks) == pytest.approx(loss.item(), abs=TOLERANCE)
+    torch.testing.assert_close(torch.cat([rank[f"{sampler}/queue_z1_grad"] for rank in ranks]), z1.grad, rtol=0, atol=TOLERANCE)
+    torch.testing.assert_close(torch.cat([rank[f"{sampler}/queue_z2_grad"] for rank in ranks]), z2.grad, rtol=0, atol=TOLERANCE)
+    in_batch = contrastive_loss(z1, z2, inputs["labels"], sampler=sampler, head_inputs=head_inputs, **SAMPLER_OPTIONS)
+    assert loss.item() != pytest.approx(in_batch.item()), "the queue takes part"
+
+
+def test_the_keys_of_every_rank_enter_every_rank_s_queue(two_ranks: tuple[dict[str, Tensor], list[dict[str, Tensor]]]) -> None:
+    inputs, ranks = two_ranks
+    queue = MomentumQueue(build_model("small_cnn", 1, 8, PROJECTION_DIM), QUEUE_SIZE, 0.99, torch.float64)
+    for scale in (1.0, 2.0):
+        queue.push(scale * torch.cat([inputs["k1"], inputs["k2"]]), inputs["labels"])
+    for rank in ranks:
+        assert torch.equal(rank["queue/keys"], queue.keys) and torch.equal(rank["queue/labels"], queue.labels)
 
 
 def test_one_rank_s_stop_request_stops_every_rank(two_ranks: tuple[dict[str, Tensor], list[dict[str, Tensor]]]) -> None:
@@ -243,6 +308,24 @@ def test_two_process_torchrun_pretrain_writes_an_encoder_that_embed_and_the_eval
     linear_eval.run(LinearConfig(epochs=20, embeddings=str(embeddings), out=str(tmp_path / "linear.json"), device="cpu"))
     for metrics in ("knn.json", "linear.json"):
         assert 0.1 < read_json(tmp_path / metrics)["top1"] <= 1.0
+
+
+@pytest.mark.slow
+def test_two_process_torchrun_pretrain_over_a_queue_enqueues_the_keys_of_both_ranks(tmp_path: Path) -> None:
+    """``torchrun --nproc-per-node 2 ... --queue-size 64``: each step lets the 2 x 2 x 16 keys of both ranks into the queue."""
+    data, models = tmp_path / "prepared", tmp_path / "models"
+    prepare.run(PrepareConfig(test_fraction=0.8, out=str(data)))
+    pretrain = [*TORCHRUN, "-m", "hcl_cli", "pretrain", "--device", "cpu", "--epochs", "1", "--batch-size", "16", "--sampler", "undimix"]
+    paths = ["--data", str(data), "--out", str(models), "--live-dir", str(tmp_path / "dvclive")]
+    launched = run_command([*pretrain, "--queue-size", "64", *paths])
+    assert launched.returncode == 0, launched.stdout[-3000:]
+    assert "over a queue of 64 keys (momentum 0.99) on cpu x 2 processes" in launched.stdout
+
+    steps = len(load_file(str(data / "train.safetensors"))["labels"]) // (WORLD_SIZE * 16)
+    checkpoint = load_file(str(models / "checkpoints" / "epoch-0001-step-000000.safetensors"))
+    assert checkpoint["model.queue.count"].item() == steps * 2 * WORLD_SIZE * 16
+    assert checkpoint["model.queue.features"].shape[0] == 64
+    load_encoder(models / "encoder.safetensors")
 
 
 def run_command(command: list[str]) -> subprocess.CompletedProcess[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -19,13 +20,13 @@ from PIL import Image
 import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore
-from hcl_cli.config import PrepareConfig, PretrainConfig
+from hcl_cli.config import EmbedConfig, PrepareConfig, PretrainConfig
 from hcl_cli.datasets import load_card
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.models import load_encoder
 from hcl_cli.objectives.registry import SAMPLERS, supervised_samplers
+from hcl_cli.stages import embed, prepare
 from hcl_cli.training import step
-from hcl_cli.stages import prepare
 
 TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
 
@@ -85,6 +86,31 @@ def test_every_sampler_trains_one_epoch(digits: Path, tmp_path: Path, sampler: s
         # 2B views, each with at least its partner as a positive.
         assert logged(tmp_path, "same_label_pairs")[0] >= 2 * TINY["batch_size"]
         assert 0.0 <= logged(tmp_path, "assumption1_fraction")[0] <= 1.0
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_trains_over_a_momentum_queue(digits: Path, tmp_path: Path, sampler: str) -> None:
+    """A queue of 64 keys, 32 per step: full after two of the five steps, then the oldest keys leave."""
+    pretrain.run(tiny_config(digits, tmp_path, sampler=sampler, queue_size=64, epochs=2))
+
+    assert (tmp_path / "models" / "encoder.safetensors").is_file()
+    assert all(math.isfinite(value) for value in logged(tmp_path, "loss"))
+
+
+def test_hcl_pretrain_with_a_queue_of_512_trains_hucl_on_digits(digits: Path, tmp_path: Path) -> None:
+    """The command line of the issue: ``hcl pretrain --queue-size 512 --sampler hucl`` on digits; embed reads its encoder."""
+    out = tmp_path / "models"
+    command = ["pretrain", "--queue-size", "512", "--sampler", "hucl", "--epochs", "2", "--batch-size", "16", "--device", "cpu"]
+    paths = ["--data", str(digits), "--out", str(out), "--live-dir", str(tmp_path / "dvclive")]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "hcl_cli", *command, *paths], capture_output=True, text=True, check=False, env=environment
+    )
+    assert result.returncode == 0, result.stderr
+    assert "hcl pretrain: hucl over a queue of 512 keys (momentum 0.99) on cpu" in result.stdout
+    embeddings = tmp_path / "embeddings.safetensors"
+    embed.run(EmbedConfig(data=str(digits), model=str(out / "encoder.safetensors"), out=str(embeddings), device="cpu"))
+    assert embeddings.is_file()
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,17 @@
 
 With an empty queue and the queries as their own keys, every sampler gives today's in-batch values
 bit for bit. With a queue, each sampler equals a direct transcription of its paper's formula over
-the 2B + K candidates (float64, one anchor at a time, gradients included).
+the 2B + K candidates (float64, one anchor at a time, gradients included). The key encoder is the
+moving average of the model, the queue keeps the last K keys with both views of an image side by
+side, the trainer feeds both to the loss, and the encoder artifact stays the query encoder alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import ot as pot
@@ -17,11 +22,20 @@ import torch.nn.functional as F
 from test_objectives import HIDDEN, B, D, T, assert_same_loss, closed_form_gradients, partner
 from torch import Tensor, nn
 
+import hcl_cli.stages.pretrain as pretrain
+from hcl_cli.artifacts import load_artifact
+from hcl_cli.config import PretrainConfig
+from hcl_cli.datasets import load_card, load_split
+from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
+from hcl_cli.models import build_model, load_encoder
 from hcl_cli.objectives import SAMPLERS, contrastive_loss, negative_weights
 from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.objectives.registry import supervised_samplers
 from hcl_cli.objectives.undimix import key_features
+from hcl_cli.training import step
+from hcl_cli.training.momentum import MomentumQueue
+from hcl_cli.training.step import build_training
 
 QUEUED_IMAGES = 5
 K = 2 * QUEUED_IMAGES
@@ -43,7 +57,7 @@ class QueuedBatch:
 
     The query projections are ``layer(h)``, the keys ``key_layer(h)`` of the same head inputs (a
     key encoder that has drifted from the model), the queue is the keys of an earlier batch of
-    ``QUEUED_IMAGES`` images with both views side by side, as a momentum queue keeps them.
+    ``QUEUED_IMAGES`` images with both views side by side, as :class:`MomentumQueue` keeps them.
     """
 
     def __init__(self, seed: int) -> None:
@@ -306,3 +320,131 @@ def test_undimix_literal_gradients_refuse_a_queue() -> None:
     batch = QueuedBatch(6)
     with pytest.raises(UsageError, match="cannot use a queue"):
         batch.loss("undimix", undimix_uncertainty="autograd", head_layer=batch.layer)
+
+
+# --- the key encoder and the queue --------------------------------------------------------------------
+
+
+def small_queue(size: int, momentum: float = 0.9, feature_dim: int = 0) -> tuple[nn.Module, MomentumQueue]:
+    torch.manual_seed(0)
+    model = build_model("small_cnn", 1, 8, 4)
+    return model, MomentumQueue(model, size, momentum, torch.float32, feature_dim)
+
+
+def test_the_key_encoder_is_the_moving_average_of_the_model() -> None:
+    model, queue = small_queue(8)
+    assert all(torch.equal(k, q) for k, q in zip(queue.key_model.parameters(), model.parameters()))
+    assert not any(p.requires_grad for p in queue.key_model.parameters())
+    before = [p.clone() for p in queue.key_model.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    queue.follow(model)
+    for key, old, query in zip(queue.key_model.parameters(), before, model.parameters()):
+        torch.testing.assert_close(key, 0.9 * old + 0.1 * query, rtol=0, atol=1e-6)
+
+
+def test_the_queue_keeps_the_last_k_keys_with_both_views_side_by_side() -> None:
+    _, queue = small_queue(8, feature_dim=3)
+    assert queue.filled() == 0 and queue.queued()[0].shape == (0, 4)
+    batches = [torch.randn(6, 4) for _ in range(3)]  # three batches of 3 images, [k1; k2] each
+    for number, keys in enumerate(batches):
+        queue.push(keys, labels=torch.arange(3) + 10 * number, features=torch.full((6, 3), float(number)))
+    assert queue.filled() == 8 and int(queue.count) == 18
+    rows = [views_side_by_side(F.normalize(keys, dim=1)) for keys in batches]
+    keys, labels, features = queue.queued()  # slots 0 .. 5, then 6, 7, 0 .. 3, then 4 .. 7, 0, 1
+    torch.testing.assert_close(keys, torch.cat([rows[2][4:], rows[1][4:], rows[2][:4]]), rtol=0, atol=0)
+    assert labels.tolist() == [22, 22, 12, 12, 20, 20, 21, 21]
+    assert features[:, 0].tolist() == [2, 2, 1, 1, 2, 2, 2, 2]
+    many = torch.randn(20, 4)
+    queue.push(many)  # more keys than the queue holds: the last 8 stay
+    assert queue.filled() == 8 and int(queue.count) == 38
+    assert sorted(map(tuple, queue.keys.tolist())) == sorted(map(tuple, views_side_by_side(F.normalize(many, dim=1))[-8:].tolist()))
+
+
+# --- the trainer ---------------------------------------------------------------------------------------
+
+
+def test_the_options_queue_size_and_momentum_are_checked_and_an_unread_momentum_is_warned_about() -> None:
+    with pytest.raises(UsageError, match="cannot use a queue"):
+        PretrainConfig(sampler="undimix", undimix_uncertainty="autograd", queue_size=64)
+    with pytest.raises(UsageError, match="--queue-size must be even"):
+        PretrainConfig(queue_size=63)
+    with pytest.raises(UsageError, match="--momentum must be < 1.0"):
+        PretrainConfig(queue_size=64, momentum=1.0)
+    assert PretrainConfig(momentum=0.9).ignored_changes() == ["momentum = 0.9 is not read without a queue (queue_size 0)"]
+    assert PretrainConfig(momentum=0.9, queue_size=64).ignored_changes() == []
+
+
+def tiny_queue_config(data: Path, run: Path, **changes: object) -> PretrainConfig:
+    values = {
+        "epochs": 1,
+        "batch_size": 16,
+        "queue_size": 64,
+        "device": "cpu",
+        "data": str(data),
+        "out": str(run / "models"),
+        "live_dir": str(run / "dvclive"),
+    }
+    return PretrainConfig(**(values | changes))
+
+
+def test_without_a_queue_the_trainer_has_no_key_encoder_and_checkpoints_the_model(prepared_digits: Callable[[float], Path]) -> None:
+    data = prepared_digits(0.9)
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    model, step = build_training(PretrainConfig(queue_size=0, data=str(data)), load_card(data), context)
+    assert step.queue is None and step.state is model
+
+
+def test_the_trainer_feeds_the_loss_the_key_encoder_s_keys_and_the_queue(
+    prepared_digits: Callable[[float], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five steps of 16 images with a queue of 64: before each step the key encoder moves half way
+    to the model; the loss gets the keys of the batch and the queue of the earlier steps' keys."""
+    data = prepared_digits(0.9)
+    config = tiny_queue_config(data, tmp_path, sampler="scl", momentum=0.5)
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    context.seed_everything(0)
+    model, training_step = build_training(config, load_card(data), context)
+    images, labels = load_split(data, "train")
+    calls, real_loss = [], step.contrastive_loss
+
+    def recording_loss(*args: object, **kwargs: object) -> object:
+        keys = kwargs["momentum_keys"]
+        calls.append(dataclasses.replace(keys, queue=keys.queue.clone(), queue_labels=keys.queue_labels.clone()))
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(step, "contrastive_loss", recording_loss)
+    for index in range(5):
+        batch = slice(16 * index, 16 * index + 16)
+        key_model, query_model = [p.clone() for p in training_step.queue.key_model.parameters()], [p.clone() for p in model.parameters()]
+        assert training_step(images[batch], labels[batch], config.loss_options(0)).finite
+        for key, old, query in zip(training_step.queue.key_model.parameters(), key_model, query_model):
+            torch.testing.assert_close(key, 0.5 * old + 0.5 * query, rtol=0, atol=1e-6)
+    assert [len(keys.queue) for keys in calls] == [0, 32, 64, 64, 64]
+    assert torch.equal(calls[1].queue_labels, labels[:16].repeat_interleave(2))
+    assert torch.equal(calls[2].queue[:32], calls[1].queue) and int(training_step.queue.count) == 160
+    assert training_step.state["model"] is model and training_step.state["queue"] is training_step.queue
+
+
+def test_a_run_with_a_queue_checkpoints_the_key_encoder_and_writes_the_query_encoder_alone(
+    prepared_digits: Callable[[float], Path], tmp_path: Path
+) -> None:
+    data = prepared_digits(0.9)
+    pretrain.run(tiny_queue_config(data, tmp_path / "queue", sampler="undimix"))
+    pretrain.run(tiny_queue_config(data, tmp_path / "plain", sampler="undimix", queue_size=0))
+    queued, _ = load_artifact(tmp_path / "queue" / "models" / "encoder.safetensors", "encoder", {})
+    plain, _ = load_artifact(tmp_path / "plain" / "models" / "encoder.safetensors", "encoder", {})
+    assert queued.keys() == plain.keys()
+    model, sidecar = load_encoder(tmp_path / "queue" / "models" / "encoder.safetensors")
+    assert sidecar["config"]["queue_size"] == 64 and sum(p.numel() for p in model.parameters()) > 0
+    checkpoint, _ = load_artifact(tmp_path / "queue" / "models" / "checkpoints" / "epoch-0001-step-000000.safetensors", "checkpoint", {})
+    assert {f"model.model.{name}" for name in plain} | {
+        "model.queue.keys",
+        "model.queue.labels",
+        "model.queue.features",
+        "model.queue.count",
+    } <= checkpoint.keys()
+    assert {f"model.queue.key_model.{name}" for name in plain} <= checkpoint.keys()
+    assert checkpoint["model.queue.keys"].shape == (64, 128) and checkpoint["model.queue.features"].shape == (64, 128 + 512)
+    assert checkpoint["model.queue.count"].item() == 11 * 32

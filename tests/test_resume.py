@@ -27,9 +27,9 @@ from torch import nn
 import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
-from hcl_cli.training.signals import TrainingInterrupted
 from hcl_cli.config import PretrainConfig
 from hcl_cli.training import step
+from hcl_cli.training.signals import TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"epochs": 3, "batch_size": 16, "checkpoint_every": 3, "sampler": "hucl", "device": "cpu"}
@@ -116,6 +116,38 @@ def test_sigkill_in_the_middle_of_an_epoch_then_resume_is_bitwise_equal(
 
     assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out), "the resumed checkpoint is not in the middle of epoch 2"
     assert_bitwise_equal(encoder_tensors(tmp_path), uninterrupted)
+
+
+def final_checkpoint(run: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the run's last checkpoint: model, key encoder and queue, optimizer, random states."""
+    latest = CheckpointStore(run / "models" / "checkpoints").latest()
+    assert latest is not None
+    return load_artifact(latest, "checkpoint", {})[0]
+
+
+def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key encoder and the queue are part of the checkpoint: killed mid-epoch with a full queue of
+    64 keys, the resumed run ends with the encoder, the key encoder, the queue and the optimizer
+    of the uninterrupted run, bit for bit."""
+    queue = {"queue_size": 64, "momentum": 0.9}
+    reference = tmp_path / "reference"
+    pretrain.run(config_for(digits, reference, **queue))
+    killed = tmp_path / "killed"
+    process = start_pretrain(config_for(digits, killed, **queue), tmp_path)
+    wait_for_checkpoint(CheckpointStore(killed / "models" / "checkpoints"), process, TrainingPosition(1, 3))
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+
+    pretrain.run(config_for(digits, killed, resume=True, **queue))
+
+    assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
+    assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
+    checkpoint = final_checkpoint(reference)
+    assert {"model.queue.keys", "model.queue.count"} <= checkpoint.keys() and checkpoint["model.queue.count"].item() == 3 * 11 * 32
+    assert_bitwise_equal(final_checkpoint(killed), checkpoint)
 
 
 def test_sigterm_saves_a_checkpoint_exits_143_and_the_resumed_run_is_bitwise_equal(

@@ -17,6 +17,11 @@ of all ranks; DDP averages the gradients, so a step equals one process's step on
 batch (up to BatchNorm statistics, which stay per rank). Only rank 0 writes checkpoints, the
 encoder and the log.
 
+Negatives (:mod:`hcl_cli.training.momentum`): with ``queue_size`` 0 each anchor contrasts with
+the other views of its batch; with ``queue_size`` K a momentum key encoder's keys of the batch and
+a queue of the last K keys are the candidates of every sampler, and the key encoder and the queue
+are part of the checkpoint (the encoder artifact is the trained query encoder alone).
+
 Logged per epoch: ``loss`` (the mean over the epoch's steps); with ``eval_every`` N, ``knn_top1``
 every N epochs (:class:`~hcl_cli.training.probes.KnnProbe`); for the supervised samplers
 ``same_label_pairs`` and ``anchors_left_out`` per batch, and H-SCL's diagnostics on one fixed
@@ -142,12 +147,13 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
 
 
 def startup_line(config: PretrainConfig, card: dict[str, Any], arch: str, size: int, steps_per_epoch: int, total_steps: int, context: DistributedContext, resumed: Checkpoint | None) -> str:
-    """What is about to run: sampler, device, architecture, data, steps; and where it resumes."""
+    """What is about to run: sampler (and queue), device, architecture, data, steps; and where it resumes."""
     shape = "x".join(str(side) for side in card["image_shape"])
+    queue = f" over a queue of {config.queue_size} keys (momentum {config.momentum})" if config.queue_size else ""
     ranks = f" x {context.world_size} processes" if context.world_size > 1 else ""
     limit = f", stopping at --max-steps {config.max_steps}" if config.max_steps and config.max_steps < steps_per_epoch * config.epochs else ""
     resume = f"; resuming from {resumed.path} ({resumed.position.describe()})" if resumed is not None else ""
     return (
-        f"hcl pretrain: {config.sampler} on {context.device.type}{ranks}, {arch}, {card['name']} ({size} images of {shape}), "
+        f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {arch}, {card['name']} ({size} images of {shape}), "
         f"{config.epochs} epochs of {steps_per_epoch} steps of {config.batch_size}{limit}: {total_steps} steps{resume}"
     )

@@ -116,13 +116,13 @@ class TrainingRun:
     def save(self, position: TrainingPosition, totals: EpochTotals) -> Path:
         """A checkpoint at ``position``, with the epoch's running sums and the log's history.
 
-        Rank 0 writes it (the model and optimizer states are the same on every rank); the other
-        ranks only return its path.
+        Rank 0 writes it (the model, with a queue its key encoder and queue, and the optimizer
+        states are the same on every rank); the other ranks only return its path.
         """
         if not self.context.is_main:
             return self.store.folder / f"{position.name}.safetensors"
         loop_state = {"epoch_totals": asdict(totals), "history": self.history}
-        return self.store.save(self.model, self.step.optimizer, position, loop_state, self.identity)
+        return self.store.save(self.step.state, self.step.optimizer, position, loop_state, self.identity)
 
 
 def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, loss_options: dict[str, Any], totals: EpochTotals, stop: StopRequest, clock: RunClock) -> int:
@@ -194,7 +194,7 @@ def resume_from(training: TrainingRun) -> Checkpoint | None:
     config = training.config
     try:
         checkpoint = training.store.load(
-            training.model,
+            training.step.state,
             training.step.optimizer,
             training.identity,
             config.epochs,

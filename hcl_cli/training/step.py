@@ -5,7 +5,8 @@ gives two independently augmented views, the encoder and projection head map bot
 :func:`hcl_cli.objectives.contrastive_loss` scores them under the sampler's negative
 distribution; Adam with the papers' lr 1e-3 and weight decay 1e-6. On CUDA the encoder runs
 under bf16 autocast in channels_last, optionally ``torch.compile``-d; the loss is computed in
-float32.
+float32. With ``--queue-size`` the anchors' candidates are a momentum key encoder's keys of the
+batch and a queue of earlier keys (:mod:`hcl_cli.training.momentum`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.models import ContrastiveModel, build_model, resolve_arch
 from hcl_cli.objectives import contrastive_loss
+from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
+from hcl_cli.training.momentum import MomentumQueue
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,17 @@ class TrainingStep:
     optimizer: torch.optim.Optimizer
     sampler: str
     context: DistributedContext
+    queue: MomentumQueue | None = None
+    """The momentum key encoder and its queue (``--queue-size`` > 0), or None: in-batch negatives."""
 
     @property
     def spec(self) -> Sampler:
         return SAMPLERS[self.sampler]
+
+    @property
+    def state(self) -> nn.Module:
+        """What a checkpoint holds besides the optimizer: the model, and with a queue the key encoder and the queue too."""
+        return self.model if self.queue is None else nn.ModuleDict({"model": self.model, "queue": self.queue})
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: dict[str, Any]) -> StepResult:
         """Train on ``images`` with the loss options of the current epoch (:meth:`PretrainConfig.loss_options`)."""
@@ -81,9 +91,18 @@ class TrainingStep:
         head = {"head_layer": self.model.head.output_layer} if spec.head_inputs else {}
         head_inputs = tuple(hidden.float().chunk(2)) if spec.head_inputs else None
         batch = self.context.gather_views(z1, z2, labels if spec.label_positives(loss_options) else None, head_inputs)
+        keys = None if self.queue is None else self.momentum_keys(self.queue, views, batch.labels is not None)
         loss, stats = contrastive_loss(
-            batch.z1, batch.z2, batch.labels, sampler=self.sampler, head_inputs=batch.head_inputs,
-            anchor_mask=batch.anchor_mask, return_stats=True, **head, **loss_options,
+            batch.z1,
+            batch.z2,
+            batch.labels,
+            sampler=self.sampler,
+            head_inputs=batch.head_inputs,
+            momentum_keys=keys,
+            anchor_mask=batch.anchor_mask,
+            return_stats=True,
+            **head,
+            **loss_options,
         )
         (loss * self.context.loss_scale).backward()
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.network.parameters() if p.grad is not None])
@@ -91,7 +110,29 @@ class TrainingStep:
         result = StepResult(*values)
         if result.finite:
             self.optimizer.step()
+            if self.queue is not None and keys is not None:
+                self.enqueue(self.queue, keys, batch.labels)
         return result
+
+    def momentum_keys(self, queue: MomentumQueue, views: Tensor, labelled: bool) -> MomentumKeys:
+        """Move the key encoder one step of its average towards the model; its keys of the global batch, and the queue."""
+        spec, on_cuda = self.spec, self.context.device.type == "cuda"
+        queue.follow(self.model)
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+            hidden, keys = queue.encode(views)
+        k1, k2 = self.context.gather_rows(keys.float()).chunk(2)
+        head_inputs = tuple(self.context.gather_rows(hidden.float()).chunk(2)) if spec.head_inputs else None
+        queued, queued_labels, queued_features = queue.queued()
+        return MomentumKeys(
+            k1, k2, queued, queued_labels if labelled else None, head_inputs, queued_features if spec.key_features else None
+        )
+
+    def enqueue(self, queue: MomentumQueue, keys: MomentumKeys, labels: Tensor | None) -> None:
+        """Let the global batch's keys (and labels, and their ``key_features``) into the queue."""
+        batch_keys = torch.cat([keys.k1, keys.k2])
+        features_of = self.spec.load_key_features()
+        features = None if features_of is None or keys.head_inputs is None else features_of(batch_keys, torch.cat(keys.head_inputs))
+        queue.push(batch_keys, labels, features)
 
 
 def build_training(config: PretrainConfig, card: dict[str, Any], context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
@@ -104,6 +145,10 @@ def build_training(config: PretrainConfig, card: dict[str, Any], context: Distri
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card["mean"], card["std"], blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
+    queue = None
+    if config.queue_size:
+        feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0
+        queue = MomentumQueue(model, config.queue_size, config.momentum, torch.bfloat16 if on_cuda else torch.float32, feature_dim)
     network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
     network = torch.compile(network) if config.compile else network
-    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context)
+    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context, queue)

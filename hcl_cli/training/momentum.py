@@ -1,0 +1,97 @@
+"""The momentum key encoder and its queue of keys (MoCo, He et al. 2020; MoCo-v2, Chen et al. 2020,
+which HCL App. C.1 runs with hard negatives and a queue of 65,536).
+
+With ``--queue-size K`` > 0 the number of negatives is no longer tied to the batch size. A *key
+encoder*, a copy of the model that takes no gradient, follows the trained (query) encoder as an
+exponential moving average, ``theta_k <- m theta_k + (1 - m) theta_q`` before every step
+(``--momentum m``; MoCo-v2 uses 0.99 for CIFAR-sized runs), and encodes both views of the batch.
+Each anchor's candidates are then the batch's 2B keys and the queue's K keys of earlier batches
+(:class:`~hcl_cli.objectives.core.MomentumKeys`), under every sampler. After the step the batch's
+keys enter the queue and the oldest leave it; the queue starts empty and is full after K / 2B
+steps. Under torchrun the keys of every rank enter it, in rank order, so the queues of all ranks
+are the same and equal one process's with the global batch.
+
+The queue lives on the training device in the training precision (bfloat16 on CUDA, float32 on
+the CPU): the unit keys, both views of an image side by side (rows ``2p`` and ``2p + 1``), their
+labels, and for a sampler with ``key_features`` (UnDiMix) what it keeps of each key. The key
+encoder runs in training mode (BatchNorm on the batch, as MoCo's, without its shuffle), and its
+BatchNorm statistics are its own. The module is saved in every checkpoint with the model, so
+``--resume`` restores the key encoder and the queue; the encoder artifact holds the query encoder
+only.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hcl_cli.models import ContrastiveModel
+
+
+class MomentumQueue(nn.Module):
+    """The key encoder ``key_model`` and the queue of ``size`` keys, as buffers: ``keys`` (K, d) and
+    ``features`` (K, e) in ``dtype``, ``labels`` (K,), on the model's device, and ``count``, the keys
+    let in so far, on the CPU (read every step without a device sync)."""
+
+    def __init__(self, model: ContrastiveModel, size: int, momentum: float, dtype: torch.dtype, feature_dim: int = 0) -> None:
+        super().__init__()
+        if size <= 0 or size % 2:
+            raise ValueError(f"the queue size must be a positive even number (got {size})")
+        self.momentum = momentum
+        self.key_model = copy.deepcopy(model).requires_grad_(False)
+        device = next(model.parameters()).device
+        self.register_buffer("keys", torch.zeros(size, model.projection_dim, dtype=dtype, device=device))
+        self.register_buffer("labels", torch.zeros(size, dtype=torch.int64, device=device))
+        self.register_buffer("features", torch.zeros(size, feature_dim, dtype=dtype, device=device))
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+
+    @property
+    def size(self) -> int:
+        return self.keys.shape[0]
+
+    def filled(self) -> int:
+        """The number of keys in the queue: ``min(count, K)``."""
+        return min(int(self.count), self.size)
+
+    @torch.no_grad()
+    def follow(self, model: nn.Module) -> None:
+        """One step of the moving average: ``theta_k <- m theta_k + (1 - m) theta_q`` for every parameter."""
+        keys = list(self.key_model.parameters())
+        torch._foreach_mul_(keys, self.momentum)
+        torch._foreach_add_(keys, [parameter.detach() for parameter in model.parameters()], alpha=1.0 - self.momentum)
+
+    @torch.no_grad()
+    def encode(self, views: Tensor) -> tuple[Tensor, Tensor]:
+        """The key encoder's head inputs and projections of ``views``, without gradient."""
+        _, hidden, keys = self.key_model(views)
+        return hidden, keys
+
+    @torch.no_grad()
+    def push(self, keys: Tensor, labels: Tensor | None = None, features: Tensor | None = None) -> None:
+        """Let the keys ``[k1; k2]`` (2N, d) of N images in, with their labels (N,) and ``features`` (2N, e); the oldest leave.
+
+        The keys are stored normalised; the two views of image ``b`` take adjacent rows. Of more
+        than K keys only the last K stay.
+        """
+        rows = len(keys)
+        slots = (int(self.count) + torch.arange(rows, device=self.keys.device)) % self.size
+        keep = slice(max(rows - self.size, 0), rows)
+        self.keys.index_copy_(0, slots[keep], side_by_side(F.normalize(keys, dim=1))[keep].to(self.keys.dtype))
+        if labels is not None:
+            self.labels.index_copy_(0, slots[keep], labels.repeat_interleave(2)[keep].to(self.labels.device))
+        if features is not None:
+            self.features.index_copy_(0, slots[keep], side_by_side(features)[keep].to(self.features.dtype))
+        self.count += rows
+
+    def queued(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The filled part of the queue: keys (K', d), labels (K',), features (K', e)."""
+        filled = self.filled()
+        return self.keys[:filled], self.labels[:filled], self.features[:filled]
+
+
+def side_by_side(rows: Tensor) -> Tensor:
+    """``[x1; x2]`` (2N, ...) as ``x1[0], x2[0], x1[1], x2[1], ...``: each image's two views on adjacent rows."""
+    return rows.unflatten(0, (2, -1)).transpose(0, 1).flatten(0, 1)
