@@ -1,0 +1,134 @@
+"""Step time against the queue size K of the momentum encoder, relative to K = 0 at the same batch size.
+
+A step is ``hcl_cli.training.step.TrainingStep`` as ``build_training`` makes it for ``hcl pretrain
+--queue-size K``: two augmented views of a uint8 batch of B prepared digits, the small CNN and its
+projection head on both; with K > 0 also the moving average of the key encoder, its forward pass
+on both views, the loss over the 2B + K candidates and the keys' entry into the queue; then the
+backward, the gradient norm and Adam. Every K gets its own model, built from the same seed, and
+its queue is filled before timing (K random unit keys pushed at once), so every timed step
+contrasts each anchor with the batch's keys and a full queue. Repetitions are interleaved (the
+order of the K rotates every repetition; every K of a repetition trains on the same batch) so
+that drifts in machine load hit every K alike; each repetition's step time is divided by the
+K = 0 step of the same repetition, and the median of those ratios is reported with the median
+step time, for wall-clock and for the process's CPU time. Also recorded: the queue's size in
+memory (keys, labels and the sampler's key features, in the training precision) and the
+(2B, 2B + K) similarity matrix of the loss in float32. Run from the repository root::
+
+    python -m benchmarks.bench_queue --threads 2
+
+It writes ``benchmarks/results/queue_cpu.json`` (``queue_<device>.json`` off the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.bench_samplers import median_ratio, timed_step
+from benchmarks.common import load_average, prepared, write_result
+from hcl_cli.config import PretrainConfig
+from hcl_cli.datasets import load_split
+from hcl_cli.distributed import distributed_context
+from hcl_cli.training.step import TrainingStep, build_training
+
+QUEUE_SIZES = (0, 4096, 16384, 65536)
+SEED = 0
+
+
+def queue_bytes(step: TrainingStep) -> int:
+    """Bytes of the queue's buffers on the device (keys, labels, key features); 0 without a queue."""
+    return 0 if step.queue is None else sum(buffer.numel() * buffer.element_size() for buffer in step.queue.buffers(recurse=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sampler", default="hucl", help="the sampler of every run (default: hucl, the default of hcl pretrain)")
+    parser.add_argument(
+        "--queue-sizes", type=int, nargs="+", default=list(QUEUE_SIZES), help="values of K; 0 is the baseline and always runs"
+    )
+    parser.add_argument("--batch-size", type=int, default=256, help="images per batch (each gives two views)")
+    parser.add_argument("--projection-dim", type=int, default=128, help="size of the projections, hence of each queued key")
+    parser.add_argument("--repeats", type=int, default=20, help="timed, interleaved steps per K")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per K first")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sizes = sorted({0, *args.queue_sizes})
+    load_before = load_average()
+    with tempfile.TemporaryDirectory() as scratch, distributed_context(args.device) as context:
+        device = context.device
+        card = prepared(Path(scratch) / "digits", dataset="digits")
+        images, labels = load_split(Path(scratch) / "digits", "train", device)
+        configs, steps = {}, {}
+        for size in sizes:
+            configs[size] = PretrainConfig(
+                sampler=args.sampler,
+                arch="small_cnn",
+                projection_dim=args.projection_dim,
+                batch_size=args.batch_size,
+                queue_size=size,
+                device=args.device,
+                seed=SEED,
+            )
+            context.seed_everything(SEED)
+            steps[size] = build_training(configs[size], card, context)[1]
+            if steps[size].queue is not None:
+                full = torch.randn(size, args.projection_dim, generator=torch.Generator().manual_seed(SEED)).to(device)
+                steps[size].queue.push(full, torch.zeros(size // 2, dtype=torch.int64, device=device))
+        wall: dict[int, list[float]] = {size: [] for size in sizes}
+        cpu: dict[int, list[float]] = {size: [] for size in sizes}
+        batches = torch.Generator().manual_seed(SEED)
+        for repeat in tqdm(range(-args.warmup, args.repeats), desc="repetitions", disable=None):
+            batch = torch.randperm(len(images), generator=batches)[: args.batch_size].to(device)
+            shift = repeat % len(sizes)
+            for size in sizes[shift:] + sizes[:shift]:
+                wall_seconds, cpu_seconds = timed_step(steps[size], images[batch], labels[batch], configs[size])
+                if repeat >= 0:
+                    wall[size].append(wall_seconds)
+                    cpu[size].append(cpu_seconds)
+
+    results = {}
+    for size in sizes:
+        ratio = median_ratio(wall[size], wall[0])
+        results[str(size)] = {
+            "median_step_ms": round(1e3 * statistics.median(wall[size]), 3),
+            "ratio_to_k0": round(ratio, 4),
+            "median_step_cpu_ms": round(1e3 * statistics.median(cpu[size]), 3),
+            "cpu_ratio_to_k0": round(median_ratio(cpu[size], cpu[0]), 4),
+            "candidates_per_anchor": 2 * args.batch_size + size,
+            "queue_bytes": queue_bytes(steps[size]),
+            "similarity_matrix_bytes": 2 * args.batch_size * (2 * args.batch_size + size) * 4,
+        }
+        row = results[str(size)]
+        print(
+            f"K = {size:6d}  {row['median_step_ms']:9.2f} ms {ratio:7.3f}x   cpu {row['median_step_cpu_ms']:9.2f} ms {row['cpu_ratio_to_k0']:7.3f}x   queue {row['queue_bytes'] / 2**20:8.2f} MiB"
+        )
+    payload = {
+        "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, key encoder average and forward, forward, loss over batch + queue, backward, grad norm, Adam, enqueue)",
+        "model": f"small_cnn on prepared digits {card['image_shape']}, projection_dim {args.projection_dim}",
+        "sampler": args.sampler,
+        "queue_dtype": str(next(step.queue.keys.dtype for step in steps.values() if step.queue is not None)).removeprefix("torch.")
+        if len(sizes) > 1
+        else None,
+        "threads": torch.get_num_threads(),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "queue_filled_before_timing": True,
+        "load_average_1min": {"before": load_before, "after": load_average()},
+        "results": results,
+    }
+    write_result("queue_cpu" if device.type == "cpu" else f"queue_{device.type}", payload, device)
+
+
+if __name__ == "__main__":
+    main()
