@@ -115,8 +115,13 @@ def test_hcl_pretrain_with_a_queue_of_512_trains_hucl_on_digits(digits: Path, tm
 
 @pytest.mark.parametrize(
     "options",
-    [{"sampler": "hucl", "positives": "labels"}, {"sampler": "undimix", "undimix_uncertainty": "autograd"}, {"sampler": "hscl", "objective": "bcl", "anneal": "paper"}],
-    ids=["label-positive-oracle", "undimix-literal-gradient", "hscl-bcl-annealed"],
+    [
+        {"sampler": "hucl", "positives": "labels"},
+        {"sampler": "undimix", "undimix_uncertainty": "autograd"},
+        {"sampler": "hscl", "objective": "bcl", "anneal": "paper"},
+        {"sampler": "undimix", "undimix_learned": True, "undimix_weights": "1,2,0"},
+    ],
+    ids=["label-positive-oracle", "undimix-literal-gradient", "hscl-bcl-annealed", "undimix-learned-weights"],
 )
 def test_the_paper_variants_train(digits: Path, tmp_path: Path, options: dict[str, str]) -> None:
     """The trainer hands each variant what it reads: labels for same-label positives, the head's last layer for Eq. (3)."""
@@ -126,6 +131,11 @@ def test_the_paper_variants_train(digits: Path, tmp_path: Path, options: dict[st
     assert all(math.isfinite(value) for value in logged(tmp_path, "loss"))
     if options.get("positives") == "labels":
         assert logged(tmp_path, "same_label_pairs")[0] > 2 * TINY["batch_size"], "same-label samples are positives too"
+    if options.get("undimix_learned"):
+        _, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
+        logits = torch.tensor(sidecar["learned"]["undimix_attention"])
+        start = torch.tensor([1 / 3, 2 / 3, 0.0]).log().nan_to_num(neginf=0.0)
+        assert logits[2] == 0.0 and not torch.allclose(logits[:2], start[:2]), "the weights of the parts in use were learned"
 
 
 def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_path: Path) -> None:

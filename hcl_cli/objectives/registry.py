@@ -152,10 +152,17 @@ class Sampler:
     head_inputs: bool = False
     schedule: Schedule | None = None
     key_features: str | None = None
+    learned: str | None = None
+    """Tensors the loss learns with the encoder, as ``"module:function"`` ``(options) -> {name: initial tensor}``
+    (empty when the options learn nothing); the trainer optimises them and passes them by name."""
 
     def load(self) -> Callable[..., Any]:
         """The sampler's function (imports its module, and torch, on first use)."""
         return entry_point(self.weights)
+
+    def learned_tensors(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The initial values of the tensors the loss learns under ``options`` (none for most samplers)."""
+        return {} if self.learned is None else entry_point(self.learned)(options)
 
     def load_key_features(self) -> Callable[..., Any] | None:
         """The function that gives what a queue keeps of each key for this sampler, or None."""
@@ -202,6 +209,7 @@ SAMPLERS: dict[str, Sampler] = {
         (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY),
         head_inputs=True,
         key_features="hcl_cli.objectives.undimix:key_features",
+        learned="hcl_cli.objectives.undimix:learned_tensors",
     ),
 }
 """Every sampler by its ``--sampler`` name."""

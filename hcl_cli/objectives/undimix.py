@@ -60,7 +60,8 @@ anchor all of whose scores are 0 falls back to uniform weights (SimCLR).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -199,6 +200,11 @@ def initial_attention(weights: str | Sequence[float]) -> Tensor:
     (0 for a part of weight 0, which the softmax leaves out): the start of learned weights."""
     fixed = torch.tensor(undimix_weight_values(weights), dtype=torch.float32)
     return torch.where(fixed > 0, (fixed / fixed.sum()).log(), 0.0)
+
+
+def learned_tensors(options: Mapping[str, Any]) -> dict[str, Tensor]:
+    """With ``undimix_learned``, the attention logits to learn, starting at :func:`initial_attention` (UnDiMix Table 3)."""
+    return {"undimix_attention": initial_attention(options["undimix_weights"])} if options.get("undimix_learned") else {}
 
 
 def mixing_weights(batch: PairBatch, options: SamplerOptions) -> Tensor:

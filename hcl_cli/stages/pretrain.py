@@ -141,6 +141,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "std": card["std"],
                 "world_size": context.world_size,
                 "run": run_record(device, started),
+                "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
             }
             save_encoder(out, model, meta)
             print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {len(training.history)} epochs, {total_steps} steps)")

@@ -575,7 +575,8 @@ def hard_negative_figure(config: ReportConfig, prepared: Prepared, encoder: Trai
     batch_images, batch_labels = images[batch], labels[batch]
     with torch.no_grad():
         _, hidden, z = model(build_eval_transform(encoder.sidecar["mean"], encoder.sidecar["std"])(batch_images.to(device)))
-    options = trained.loss_options(trained.epochs - 1) | {"head_inputs": (hidden, hidden)}
+    learned = {name: torch.tensor(values, device=device) for name, values in (encoder.sidecar.get("learned") or {}).items()}
+    options = trained.loss_options(trained.epochs - 1) | {"head_inputs": (hidden, hidden), "head_layer": model.head.output_layer} | learned
     anchors = pick_anchors(batch_labels, config.anchors)
     rows = hardest_negatives(z, batch_labels.to(device), anchors, count=HARD_NEGATIVES, sampler=trained.sampler, **options)
     title = f"The {HARD_NEGATIVES} highest-weighted negatives of {len(rows)} test anchors under the {trained.sampler} sampler"

@@ -12,7 +12,7 @@ batch and a queue of earlier keys (:mod:`hcl_cli.training.momentum`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from hcl_cli.augment import build_augmentation, resolve_recipe
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.errors import UsageError
 from hcl_cli.models import ContrastiveModel, build_model, resolve_arch
 from hcl_cli.objectives import contrastive_loss
 from hcl_cli.objectives.core import MomentumKeys
@@ -67,6 +68,8 @@ class TrainingStep:
     context: DistributedContext
     queue: MomentumQueue | None = None
     """The momentum key encoder and its queue (``--queue-size`` > 0), or None: in-batch negatives."""
+    learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
+    """Tensors the loss learns with the encoder (UnDiMix's learned weights), passed to it by name."""
 
     @property
     def spec(self) -> Sampler:
@@ -75,7 +78,8 @@ class TrainingStep:
     @property
     def state(self) -> nn.Module:
         """What a checkpoint holds besides the optimizer: the model, and with a queue the key encoder and the queue too."""
-        return self.model if self.queue is None else nn.ModuleDict({"model": self.model, "queue": self.queue})
+        parts = {"model": self.model, **({"queue": self.queue} if self.queue is not None else {}), **({"learned": self.learned} if len(self.learned) else {})}
+        return self.model if len(parts) == 1 else nn.ModuleDict(parts)
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: dict[str, Any]) -> StepResult:
         """Train on ``images`` with the loss options of the current epoch (:meth:`PretrainConfig.loss_options`)."""
@@ -102,10 +106,12 @@ class TrainingStep:
             anchor_mask=batch.anchor_mask,
             return_stats=True,
             **head,
+            **self.learned,
             **loss_options,
         )
         (loss * self.context.loss_scale).backward()
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.network.parameters() if p.grad is not None])
+        parameters = [*self.network.parameters(), *self.learned.parameters()]
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
         values = torch.stack([self.context.reduce_sum(loss), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]).tolist()
         result = StepResult(*values)
         if result.finite:
@@ -144,11 +150,14 @@ def build_training(config: PretrainConfig, card: dict[str, Any], context: Distri
     if on_cuda:
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card["mean"], card["std"], blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
+    learned = nn.ParameterDict({name: nn.Parameter(value) for name, value in config.spec.learned_tensors(config.sampler_options).items()}).to(device)
+    if len(learned) and context.world_size > 1:
+        raise UsageError(f"learned loss tensors ({', '.join(learned)}) are not supported under torchrun yet: run in one process")
+    optimizer = torch.optim.Adam([*model.parameters(), *learned.parameters()], lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
     queue = None
     if config.queue_size:
         feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0
         queue = MomentumQueue(model, config.queue_size, config.momentum, torch.bfloat16 if on_cuda else torch.float32, feature_dim)
     network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
     network = torch.compile(network) if config.compile else network
-    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context, queue)
+    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context, queue, learned)
