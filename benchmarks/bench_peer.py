@@ -52,7 +52,7 @@ from benchmarks.bench_augment import TwoViews, torchvision_simclr
 from benchmarks.check_cifar10_prepare import ARCHIVE
 from benchmarks.common import cpu_count, load_average, prepared, synchronize, timed_epochs, training_run, write_result
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_split
+from hcl_cli.datasets import DatasetCard, load_split
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.models import build_model
 
@@ -92,10 +92,10 @@ def endless(loader: DataLoader) -> Iterator[Any]:
         yield from loader
 
 
-def peer_throughput(loader: DataLoader, card: dict[str, Any], config: PretrainConfig, device: torch.device, warmup: int, steps: int) -> float:
+def peer_throughput(loader: DataLoader, card: DatasetCard, config: PretrainConfig, device: torch.device, warmup: int, steps: int) -> float:
     """Seconds of ``steps`` lightly-style SimCLR steps fed by ``loader``, after ``warmup`` untimed ones."""
     torch.manual_seed(SEED)
-    model = build_model("resnet18", card["image_shape"][0], card["image_shape"][-1], config.projection_dim).to(device)
+    model = build_model("resnet18", card.image_shape[0], card.image_shape[-1], config.projection_dim).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     criterion = NTXentLoss(temperature=config.sampler_options["temperature"])
     batches = endless(loader)
@@ -142,7 +142,7 @@ def main() -> None:
         images = load_split(config.data, "train")[0].permute(0, 2, 3, 1).numpy()
         pil_images = [Image.fromarray(np.ascontiguousarray(image)) for image in images]
         loader = DataLoader(
-            TwoViews(pil_images, torchvision_simclr(card["image_shape"][-1], card["mean"], card["std"])),
+            TwoViews(pil_images, torchvision_simclr(card.image_shape[-1], card.mean, card.std)),
             batch_size=args.batch_size, shuffle=True, drop_last=True, num_workers=args.workers,
             pin_memory=device.type == "cuda", persistent_workers=args.workers > 0,
         )  # fmt: skip
@@ -161,7 +161,7 @@ def main() -> None:
             "model": "resnet18 (CIFAR stem) + projection head, hcl_cli.models.build_model",
             "precision": "bf16 autocast" if device.type == "cuda" else "float32",
             "settings": {
-                "train_images": len(images), "image_shape": card["image_shape"], "batch_size": args.batch_size, "steps": args.steps,
+                "train_images": len(images), "image_shape": card.image_shape, "batch_size": args.batch_size, "steps": args.steps,
                 "warmup": args.warmup, "rounds": args.rounds, "hcl_sampler": args.sampler, "hcl_compile": args.compile,
                 "peer_workers": args.workers, "threads": torch.get_num_threads(),
             },  # fmt: skip

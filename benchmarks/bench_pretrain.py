@@ -57,8 +57,8 @@ def benchmark(config: PretrainConfig) -> tuple[dict[str, object], dict[str, obje
     median = statistics.median(epoch_seconds)
     setting = {
         "arch": training.model.arch,
-        "dataset": card["name"],
-        "image_shape": card["image_shape"],
+        "dataset": card.name,
+        "image_shape": card.image_shape,
         "train_images": len(training.images),
         "batch_size": config.batch_size,
         "steps_per_epoch": steps_per_epoch,

@@ -114,7 +114,7 @@ def main() -> None:
         )
     payload = {
         "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, key encoder average and forward, forward, loss over batch + queue, backward, grad norm, Adam, enqueue)",
-        "model": f"small_cnn on prepared digits {card['image_shape']}, projection_dim {args.projection_dim}",
+        "model": f"small_cnn on prepared digits {card.image_shape}, projection_dim {args.projection_dim}",
         "sampler": args.sampler,
         "queue_dtype": str(next(step.queue.keys.dtype for step in steps.values() if step.queue is not None)).removeprefix("torch.")
         if len(sizes) > 1

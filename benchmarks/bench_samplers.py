@@ -106,7 +106,7 @@ def main() -> None:
         print(f"{name:15s} {row['median_step_ms']:8.2f} ms {ratio:6.3f}x   cpu {row['median_step_cpu_ms']:8.2f} ms {row['cpu_ratio_to_ucl']:6.3f}x   target {target or '-'}")
     payload = {
         "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, forward, loss, backward, grad norm, Adam)",
-        "model": f"small_cnn on prepared digits {card['image_shape']}, projection_dim {configs['ucl'].projection_dim}",
+        "model": f"small_cnn on prepared digits {card.image_shape}, projection_dim {configs['ucl'].projection_dim}",
         "threads": torch.get_num_threads(),
         "batch_size": args.batch_size,
         "repeats": args.repeats,

@@ -62,22 +62,22 @@ def main() -> None:
         card = load_card(out)
         rng = np.random.default_rng(0)
         checks = {
-            "classes": card["classes"] == CIFAR10_CLASSES and card["num_classes"] == 10,
-            "counts": card["counts"] == EXPECTED_COUNTS,
-            "image_shape": card["image_shape"] == [3, 32, 32],
-            "skipped": card["skipped"] == 0,
+            "classes": card.classes == CIFAR10_CLASSES and card.num_classes == 10,
+            "counts": card.counts == EXPECTED_COUNTS,
+            "image_shape": card.image_shape == [3, 32, 32],
+            "skipped": card.skipped == 0,
         }
         for split in ("train", "test"):
             images, labels = load_split(out, split)
-            files = expected_files(root / split, card["classes"])
+            files = expected_files(root / split, card.classes)
             checks[f"{split}_labels"] = labels.tolist() == [label for _, label in files]
             sample = rng.choice(len(files), size=min(args.sample, len(files)), replace=False)
             checks[f"{split}_pixels_of_{len(sample)}_images"] = all(np.array_equal(images[i].numpy(), pil_decode(files[i][0])) for i in sample)
             if split == "train":
                 pixels = images.to(torch.float64) / 255.0
                 checks["train_mean_std"] = bool(
-                    np.allclose(card["mean"], pixels.mean(dim=(0, 2, 3)).tolist(), atol=1e-6)
-                    and np.allclose(card["std"], pixels.std(dim=(0, 2, 3), unbiased=False).tolist(), atol=1e-6)
+                    np.allclose(card.mean, pixels.mean(dim=(0, 2, 3)).tolist(), atol=1e-6)
+                    and np.allclose(card.std, pixels.std(dim=(0, 2, 3), unbiased=False).tolist(), atol=1e-6)
                 )
 
     passed = all(checks.values())
@@ -86,13 +86,13 @@ def main() -> None:
         {
             "prepare_command": shlex.join(command),
             "archive": str(args.archive),
-            "counts": card["counts"],
-            "classes": card["classes"],
-            "mean": card["mean"],
-            "std": card["std"],
+            "counts": card.counts,
+            "classes": card.classes,
+            "mean": card.mean,
+            "std": card.std,
             "extract_seconds": round(extract_seconds, 2),
             "prepare_wall_seconds": round(prepare_seconds, 2),
-            "images_per_second": round(sum(card["counts"].values()) / prepare_seconds),
+            "images_per_second": round(sum(card.counts.values()) / prepare_seconds),
             "checks": checks,
             "passed": passed,
         },

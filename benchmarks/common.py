@@ -20,7 +20,7 @@ import torch
 
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PrepareConfig, PretrainConfig
-from hcl_cli.datasets import CARD_FILE, load_card, load_split
+from hcl_cli.datasets import CARD_FILE, DatasetCard, load_card, load_split
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.stages import prepare
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
@@ -66,7 +66,7 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def prepared(out: str | Path, **options: Any) -> dict[str, Any]:
+def prepared(out: str | Path, **options: Any) -> DatasetCard:
     """The card of the prepared dataset ``out``, running ``hcl prepare`` (``PrepareConfig(**options)``) first unless it is there."""
     if not (Path(out) / CARD_FILE).is_file():
         prepare.run(PrepareConfig(out=str(out), **options))

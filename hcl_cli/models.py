@@ -13,6 +13,8 @@ two-layer projection head ``g`` whose output ``z = g(f(x))`` enters the contrast
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -20,7 +22,7 @@ import torchvision
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from hcl_cli.artifacts import is_finite_number, library_versions, load_artifact, save_artifact
+from hcl_cli.artifacts import SCHEMA_VERSION, is_finite_number, library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError, UsageError
 
 BUILT_ARCHS = ("small_cnn", "resnet18", "resnet50")
@@ -32,6 +34,17 @@ SMALL_CNN_FEATURE_DIM = 128
 CIFAR_STEM_MAX_SIZE = 64
 SIZE_FIELDS = ("in_channels", "image_size", "projection_dim")
 NORMALISATION_FIELDS = ("mean", "std")
+RECORDED_FIELDS = {
+    "config": (dict, "a JSON object"),
+    "epoch": (int, "an integer"),
+    "seed": (int, "an integer"),
+    "dataset": (str, "a string"),
+    "world_size": (int, "an integer"),
+    "run": (dict, "a JSON object"),
+    "learned": (dict, "a JSON object"),
+    "versions": (dict, "a JSON object"),
+}
+"""What pretraining records in an encoder's sidecar beside the architecture, with its JSON type; each may be absent."""
 
 
 def resolve_arch(arch: str, image_size: int) -> str:
@@ -163,44 +176,99 @@ def unwrap(model: nn.Module) -> ContrastiveModel:
     return inner
 
 
-def save_encoder(path: str | os.PathLike[str], model: nn.Module, meta: dict[str, Any]) -> None:
-    """Write the model's state_dict as an ``encoder`` artifact (atomic) with its sidecar.
+@dataclass(frozen=True)
+class EncoderSidecar:
+    """The sidecar of an ``encoder`` artifact: how to rebuild and feed the model, and how it was trained.
 
-    The sidecar holds ``meta`` (the caller's ``mean``, ``std``, ``config``, ``epoch``, ``seed``,
-    ``dataset``), the model's own architecture fields (``arch``, ``in_channels``, ``image_size``,
-    ``projection_dim``, ``feature_dim``), which take precedence, and the library ``versions``.
-    A ``torch.compile``-d model is saved under its original parameter names.
+    ``arch``, ``in_channels``, ``image_size``, ``projection_dim`` and ``feature_dim`` rebuild the
+    model; ``mean`` and ``std`` are the per-channel normalisation it was trained with. The rest is
+    what pretraining recorded: its ``config`` (the pretrain parameters), the ``epoch`` count, the
+    ``seed``, the ``dataset`` name, the ``world_size`` (processes), the ``run`` record (when,
+    where, which commit), the ``learned`` loss tensors, and the library ``versions``; a sidecar
+    that lacks one reads it as None (``world_size`` as 1, ``learned`` and ``versions`` as empty).
+    ``schema_version``, ``kind``, ``tensors`` and ``sha256`` are the artifact's own keys, as
+    :func:`~hcl_cli.artifacts.save_artifact` wrote and :func:`~hcl_cli.artifacts.load_artifact` checked them.
+    """
+
+    arch: str
+    in_channels: int
+    image_size: int
+    projection_dim: int
+    feature_dim: int
+    mean: list[float]
+    std: list[float]
+    config: dict[str, Any] | None = None
+    epoch: int | None = None
+    seed: int | None = None
+    dataset: str | None = None
+    world_size: int = 1
+    run: dict[str, Any] | None = None
+    learned: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    kind: str = ENCODER_KIND
+    tensors: dict[str, Any] = field(default_factory=dict)
+    sha256: str = ""
+
+
+def save_encoder(path: str | os.PathLike[str], model: nn.Module, meta: Mapping[str, Any]) -> None:
+    """Write the model's state_dict as an ``encoder`` artifact (atomic) with its sidecar: the only writer of encoders.
+
+    The sidecar holds ``meta`` (the caller's fields of :class:`EncoderSidecar`: ``mean``, ``std``,
+    ``config``, ``epoch``, ``seed``, ``dataset``, ``world_size``, ``run``, ``learned``), the model's
+    own architecture fields (``arch``, ``in_channels``, ``image_size``, ``projection_dim``,
+    ``feature_dim``), which take precedence, and the library ``versions``. ``meta`` is written as
+    given, unchecked: :func:`load_encoder` checks what it reads. A ``torch.compile``-d model is
+    saved under its original parameter names.
     """
     encoder = unwrap(model)
     save_artifact(path, encoder.state_dict(), ENCODER_KIND, {**meta, **encoder.architecture(), "versions": library_versions()})
 
 
-def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[ContrastiveModel, dict[str, Any]]:
+def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> tuple[ContrastiveModel, EncoderSidecar]:
     """Rebuild the model the sidecar names, load its weights, and return it in eval mode with the sidecar.
 
     Any mismatch between the stored tensors and that architecture, a sidecar without a per-channel
-    ``mean`` and ``std``, or a non-finite weight is a one-line HclError naming the file.
+    ``mean`` and ``std``, a recorded field of the wrong type, or a non-finite weight is a one-line
+    HclError naming the file (and the field).
     """
-    tensors, sidecar = load_artifact(path, ENCODER_KIND, expected={}, device=device)
-    arch = sidecar.get("arch")
+    tensors, values = load_artifact(path, ENCODER_KIND, expected={}, device=device)
+    arch = values.get("arch")
     if arch not in BUILT_ARCHS:
         raise HclError(f"{path}: sidecar names an unknown arch {arch!r} (expected one of {', '.join(BUILT_ARCHS)})")
     for name in SIZE_FIELDS:
-        value = sidecar.get(name)
+        value = values.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise HclError(f"{path}: sidecar field {name!r} must be a positive integer (got {value!r})")
-    model = build_model(arch, sidecar["in_channels"], sidecar["image_size"], sidecar["projection_dim"])
+    model = build_model(arch, values["in_channels"], values["image_size"], values["projection_dim"])
     check_state_dict(path, model.state_dict(), tensors)
+    if values.get("feature_dim", model.feature_dim) != model.feature_dim:
+        raise HclError(f"{path}: sidecar field 'feature_dim' is {values['feature_dim']!r}, but {arch} has {model.feature_dim} features")
     for name in NORMALISATION_FIELDS:
-        values = sidecar.get(name)
-        if not isinstance(values, list) or len(values) != sidecar["in_channels"] or not all(is_finite_number(value) for value in values):
-            raise HclError(f"{path}: sidecar field {name!r} must be a list of {sidecar['in_channels']} numbers, one per channel (got {values!r})")
-    if not all(value > 0 for value in sidecar["std"]):
-        raise HclError(f"{path}: sidecar field 'std' must hold positive numbers (got {sidecar['std']!r})")
+        normalisation = values.get(name)
+        if not isinstance(normalisation, list) or len(normalisation) != values["in_channels"] or not all(is_finite_number(value) for value in normalisation):
+            raise HclError(f"{path}: sidecar field {name!r} must be a list of {values['in_channels']} numbers, one per channel (got {normalisation!r})")
+    if not all(value > 0 for value in values["std"]):
+        raise HclError(f"{path}: sidecar field 'std' must hold positive numbers (got {values['std']!r})")
+    recorded = {name: values.get(name) for name in RECORDED_FIELDS}
+    for name, (kind, expected) in RECORDED_FIELDS.items():
+        value = recorded[name]
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise HclError(f"{path}: sidecar field {name!r} must be {expected} (got {value!r})")
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not tensor.isfinite().all():
             raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
     model.load_state_dict(tensors)
+    sidecar = EncoderSidecar(
+        **model.architecture(),
+        mean=values["mean"],
+        std=values["std"],
+        **{name: value for name, value in recorded.items() if value is not None},
+        schema_version=values["schema_version"],
+        kind=values["kind"],
+        tensors=values["tensors"],
+        sha256=values["sha256"],
+    )
     return model.to(device).eval(), sidecar
 
 

@@ -117,7 +117,7 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory, prepared_digits: Callab
     shutil.copytree(prepared_digits(0.25), run / "prepared")
     card = load_card(run / "prepared")
     torch.manual_seed(0)
-    meta = {"config": {}, "epoch": 0, "seed": 0, "dataset": "digits", "mean": card["mean"], "std": card["std"]}
+    meta = {"config": {}, "epoch": 0, "seed": 0, "dataset": "digits", "mean": card.mean, "std": card.std}
     save_encoder(run / "encoder.safetensors", build_model("small_cnn", 1, 8, 16), meta)
     embed.run(EmbedConfig(data=str(run / "prepared"), model=str(run / "encoder.safetensors"), out=str(run / "embeddings.safetensors"), device="cpu"))
     return run

@@ -300,7 +300,7 @@ def test_two_process_torchrun_pretrain_writes_an_encoder_that_embed_and_the_eval
     assert launched.stdout.count("hcl pretrain: wrote") == 1
 
     _, sidecar = load_encoder(models / "encoder.safetensors")
-    assert sidecar["world_size"] == WORLD_SIZE
+    assert sidecar.world_size == WORLD_SIZE
     assert sorted(path.name for path in (models / "checkpoints").glob("*.safetensors")) == ["epoch-0001-step-000000.safetensors"]
     embeddings = tmp_path / "embeddings.safetensors"
     embed.run(EmbedConfig(data=str(data), model=str(models / "encoder.safetensors"), out=str(embeddings), device="cpu"))

@@ -36,7 +36,7 @@ def encoder(digits: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             module.running_var.uniform_(0.5, 2.0)
     card = load_card(digits)
     path = tmp_path_factory.mktemp("models") / "encoder.safetensors"
-    save_encoder(path, model, {"config": {"sampler": "hucl"}, "epoch": 7, "seed": 0, "dataset": "digits", "mean": card["mean"], "std": card["std"]})
+    save_encoder(path, model, {"config": {"sampler": "hucl"}, "epoch": 7, "seed": 0, "dataset": "digits", "mean": card.mean, "std": card.std})
     return path
 
 
@@ -52,10 +52,10 @@ def test_embed_writes_the_contract_tensors(digits: Path, embeddings: Path) -> No
     card = load_card(digits)
     for split in ("train", "test"):
         _, labels = load_split(digits, split)
-        assert tensors[f"{split}_backbone"].shape == (card["counts"][split], 128)
-        assert tensors[f"{split}_projection"].shape == (card["counts"][split], PROJECTION_DIM)
+        assert tensors[f"{split}_backbone"].shape == (card.counts[split], 128)
+        assert tensors[f"{split}_projection"].shape == (card.counts[split], PROJECTION_DIM)
         assert torch.equal(tensors[f"{split}_labels"], labels)
-    assert sidecar["dataset"] == "digits" and sidecar["classes"] == card["classes"]
+    assert sidecar["dataset"] == "digits" and sidecar["classes"] == card.classes
     assert sidecar["encoder"] == {"config": {"sampler": "hucl"}, "arch": "small_cnn", "epoch": 7}
 
 
@@ -65,7 +65,7 @@ def test_embed_uses_the_eval_transform_and_running_statistics(digits: Path, enco
     model, sidecar = load_encoder(encoder)
     images, _ = load_split(digits, "test")
     with torch.no_grad():
-        features, _, projections = model(build_eval_transform(sidecar["mean"], sidecar["std"])(images[150:151]))
+        features, _, projections = model(build_eval_transform(sidecar.mean, sidecar.std)(images[150:151]))
     torch.testing.assert_close(tensors["test_backbone"][150:151], features)
     torch.testing.assert_close(tensors["test_projection"][150:151], projections)
 

@@ -150,8 +150,8 @@ def test_paper_protocol_is_deterministic_for_a_seed_and_trains_on_augmented_view
 ) -> None:
     prepared = prepared_digits(0.25)
     card = load_card(prepared)
-    augment = build_augmentation(8, 1, card["mean"], card["std"], blur=False, recipe="digits")
-    transform = build_eval_transform(card["mean"], card["std"])
+    augment = build_augmentation(8, 1, card.mean, card.std, blur=False, recipe="digits")
+    transform = build_eval_transform(card.mean, card.std)
     first = paper_readout(small_encoder, augment, transform, prepared)
     torch.manual_seed(123)  # the readout must not depend on the global RNG state
     assert torch.equal(first, paper_readout(small_encoder, augment, transform, prepared))
@@ -181,7 +181,7 @@ def test_linear_eval_paper_protocol_reads_the_encoder_and_the_data(
 ) -> None:
     prepared = prepared_digits(0.25)
     card = load_card(prepared)
-    save_encoder(tmp_path / "encoder.safetensors", small_encoder, {"mean": card["mean"], "std": card["std"], "config": {"blur": True}})
+    save_encoder(tmp_path / "encoder.safetensors", small_encoder, {"mean": card.mean, "std": card.std, "config": {"blur": True}})
     monkeypatch.chdir(tmp_path)
     paper = ["--protocol", "paper", "--optimizer", "adam", "--lr", "0.01", "--epochs", "2", "--batch-size", "256"]
     inputs = ["--model", "encoder.safetensors", "--data", str(prepared), "--embeddings", "absent.safetensors"]
@@ -196,7 +196,7 @@ def test_linear_eval_paper_protocol_reads_the_encoder_and_the_data(
         256,
         {"augmentation": {"recipe": "digits", "blur": False}},
     )
-    assert metrics.test_size == card["counts"]["test"]
+    assert metrics.test_size == card.counts["test"]
 
 
 def test_paper_protocol_needs_adam(capsys: pytest.CaptureFixture[str]) -> None:

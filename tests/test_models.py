@@ -103,10 +103,10 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     save_encoder(path, model, META)
     loaded, sidecar = load_encoder(path, "cpu")
     assert not loaded.training
-    assert sidecar["kind"] == "encoder"
-    assert {key: sidecar[key] for key in META} == META
-    assert (sidecar["arch"], sidecar["in_channels"], sidecar["image_size"], sidecar["projection_dim"], sidecar["feature_dim"]) == ("small_cnn", 1, 8, 16, 128)
-    assert "torch" in sidecar["versions"]
+    assert sidecar.kind == "encoder"
+    assert {key: getattr(sidecar, key) for key in META} == META
+    assert (sidecar.arch, sidecar.in_channels, sidecar.image_size, sidecar.projection_dim, sidecar.feature_dim) == ("small_cnn", 1, 8, 16, 128)
+    assert "torch" in sidecar.versions
     original, restored = model.state_dict(), loaded.state_dict()
     assert original.keys() == restored.keys()
     assert all(torch.equal(original[key], restored[key]) for key in original)

@@ -129,9 +129,9 @@ def test_digits_counts_split_and_pixel_values(tmp_path: Path) -> None:
     card = load_card(out)
     train_images, train_labels = load_split(out, "train")
     test_images, test_labels = load_split(out, "test")
-    assert card["counts"] == {"train": 1347, "test": 450}
-    assert card["classes"] == [str(d) for d in range(10)] and card["num_classes"] == 10
-    assert card["image_shape"] == [1, 8, 8] and card["skipped"] == 0 and card["seed"] == 0
+    assert card.counts == {"train": 1347, "test": 450}
+    assert card.classes == [str(d) for d in range(10)] and card.num_classes == 10
+    assert card.image_shape == [1, 8, 8] and card.skipped == 0 and card.seed == 0
     for label in range(10):
         in_test, total = int((test_labels == label).sum()), int((train_labels == label).sum() + (test_labels == label).sum())
         assert abs(in_test - 0.25 * total) <= 1, f"class {label} is not stratified"
@@ -142,7 +142,7 @@ def test_digits_counts_split_and_pixel_values(tmp_path: Path) -> None:
     prepared = sorted((image.numpy().tobytes(), int(label)) for image, label in zip(all_images, all_labels))
     assert prepared == original
     pixels = train_images.double() / 255
-    assert card["mean"] == pytest.approx([pixels.mean().item()]) and card["std"] == pytest.approx([pixels.std(unbiased=False).item()])
+    assert card.mean == pytest.approx([pixels.mean().item()]) and card.std == pytest.approx([pixels.std(unbiased=False).item()])
 
 
 def test_digits_split_is_deterministic_and_seeded(tmp_path: Path) -> None:
@@ -157,13 +157,13 @@ def test_cifar10_python_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     written = _write_cifar10(tmp_path / "raw", monkeypatch, np.random.default_rng(0))
     out = _prepare(tmp_path, dataset="cifar10", path=str(tmp_path / "raw"))
     card = load_card(out)
-    assert card["classes"] == CIFAR10_CLASSES and card["counts"] == {"train": 15, "test": 4} and card["image_shape"] == [3, 32, 32]
+    assert card.classes == CIFAR10_CLASSES and card.counts == {"train": 15, "test": 4} and card.image_shape == [3, 32, 32]
     for split, (images, labels) in written.items():
         prepared_images, prepared_labels = load_split(out, split)
         assert np.array_equal(prepared_images.numpy(), images) and np.array_equal(prepared_labels.numpy(), labels)
     train = written["train"][0] / 255.0
-    assert card["mean"] == pytest.approx(train.mean(axis=(0, 2, 3)).tolist())
-    assert card["std"] == pytest.approx(train.std(axis=(0, 2, 3)).tolist())
+    assert card.mean == pytest.approx(train.mean(axis=(0, 2, 3)).tolist())
+    assert card.std == pytest.approx(train.std(axis=(0, 2, 3)).tolist())
 
 
 def test_cifar10_archive_is_extracted_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,7 +199,7 @@ def test_cifar100_python_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(dataset_class, "meta", {**dataset_class.meta, "md5": _md5(folder / "meta")})
     out = _prepare(tmp_path, dataset="cifar100", path=str(tmp_path / "raw"))
     card = load_card(out)
-    assert card["classes"] == fine_names and card["num_classes"] == 100 and card["counts"] == {"train": 6, "test": 3}
+    assert card.classes == fine_names and card.num_classes == 100 and card.counts == {"train": 6, "test": 3}
     for split, (images, labels) in written.items():
         prepared_images, prepared_labels = load_split(out, split)
         assert np.array_equal(prepared_images.numpy(), images) and np.array_equal(prepared_labels.numpy(), labels)
@@ -209,7 +209,7 @@ def test_stl10_binaries_with_unlabeled_split(tmp_path: Path, monkeypatch: pytest
     written = _write_stl10(tmp_path / "raw", monkeypatch, np.random.default_rng(3))
     out = _prepare(tmp_path, dataset="stl10", path=str(tmp_path / "raw"))
     card = load_card(out)
-    assert card["classes"] == STL10_CLASSES and card["counts"] == {"train": 3, "test": 2, "unlabeled": 4} and card["image_shape"] == [3, 96, 96]
+    assert card.classes == STL10_CLASSES and card.counts == {"train": 3, "test": 2, "unlabeled": 4} and card.image_shape == [3, 96, 96]
     for split, (images, labels) in written.items():
         prepared_images, prepared_labels = load_split(out, split)
         assert np.array_equal(prepared_images.numpy(), images) and np.array_equal(prepared_labels.numpy(), labels)
@@ -227,14 +227,14 @@ def test_image_folder_classes_pixels_and_skipped_files(tmp_path: Path, capsys: p
     (root / "train" / "zebra" / ".DS_Store").write_bytes(b"\0\1")
     out = _prepare(tmp_path, dataset="imagefolder", path=str(root))
     card = load_card(out)
-    assert card["classes"] == ["ant", "moth", "zebra"] and card["counts"] == {"train": 6, "test": 7}
-    assert card["image_shape"] == [3, 5, 7] and card["skipped"] == 2
+    assert card.classes == ["ant", "moth", "zebra"] and card.counts == {"train": 6, "test": 7}
+    assert card.image_shape == [3, 5, 7] and card.skipped == 2
     warnings = capsys.readouterr().err.splitlines()
     assert any("notes.txt" in line for line in warnings) and any("broken.png" in line for line in warnings)
     assert any("skipped 2 unreadable" in line for line in warnings)
     for split in ("train", "test"):
         images, labels = load_split(out, split)
-        expected = [(image, label) for label, name in enumerate(card["classes"]) for image in written[split][name]]
+        expected = [(image, label) for label, name in enumerate(card.classes) for image in written[split][name]]
         assert labels.tolist() == [label for _, label in expected]
         assert np.array_equal(images.numpy(), np.stack([image for image, _ in expected]))
 
@@ -256,7 +256,7 @@ def test_image_folder_resizes_mixed_sizes(tmp_path: Path) -> None:
 def test_rerun_replaces_an_earlier_output(tmp_path: Path) -> None:
     out = _prepare(tmp_path)
     _prepare(tmp_path, seed=3)
-    assert load_card(out)["seed"] == 3
+    assert load_card(out).seed == 3
     assert sorted(entry.name for entry in tmp_path.iterdir()) == ["prepared"]
     listed = json.loads((out / OWNED_FILES).read_text())["files"]
     assert sorted(listed) == ["card.json", "test.json", "test.safetensors", "train.json", "train.safetensors"]
@@ -267,10 +267,10 @@ def test_failed_write_keeps_the_earlier_output(tmp_path: Path, monkeypatch: pyte
     out = _prepare(tmp_path)
     before = {path.name: path.read_bytes() for path in out.iterdir()}
 
-    def disk_full(path: object, obj: object) -> None:
-        raise HclError(f"cannot write {path}: No space left on device")
+    def disk_full(folder: object, card: object) -> None:
+        raise HclError(f"cannot write {folder}/card.json: No space left on device")
 
-    monkeypatch.setattr(prepare, "write_json", disk_full)
+    monkeypatch.setattr(prepare, "save_card", disk_full)
     with pytest.raises(HclError, match="No space left"):
         prepare.run(PrepareConfig(out=str(out), seed=5))
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
@@ -435,7 +435,7 @@ def test_a_file_added_to_a_prepared_folder_is_never_deleted(tmp_path: Path, caps
     code = _run_cli(["prepare", "--seed", "2", "--out", str(out)])
     error = capsys.readouterr().err.strip()
     assert code == 1 and error == f"hcl prepare: error: --out {out} holds files that hcl prepare did not write (notes.txt): move them away or give another folder"
-    assert (out / "notes.txt").read_text() == "mine" and load_card(out)["seed"] == 0
+    assert (out / "notes.txt").read_text() == "mine" and load_card(out).seed == 0
 
 
 def test_out_inside_a_prepared_folder_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -448,7 +448,7 @@ def test_out_inside_a_prepared_folder_is_a_usage_error(tmp_path: Path, capsys: p
 
 def test_an_empty_folder_is_filled(tmp_path: Path) -> None:
     (tmp_path / "prepared").mkdir()
-    assert load_card(_prepare(tmp_path))["name"] == "digits"
+    assert load_card(_prepare(tmp_path)).name == "digits"
 
 
 def _symlink_to_a_prepared_folder(tmp_path: Path) -> Path:
@@ -504,7 +504,7 @@ def test_a_killed_run_leaves_siblings_that_the_next_run_removes(tmp_path: Path) 
     assert not out.exists(), "killed after the previous dataset was moved aside"
     assert all(name.startswith(".hcl.prepared.") and len(name) < 64 for name in leftovers)
     _prepare(tmp_path, seed=5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared"] and load_card(out)["seed"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared"] and load_card(out).seed == 5
 
 
 def test_leftovers_of_earlier_versions_lose_only_the_files_hcl_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -62,11 +62,11 @@ def test_pretrain_writes_a_loadable_encoder_with_its_sidecar(digits: Path, tmp_p
 
     model, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
     card = load_card(digits)
-    assert sidecar["config"] == config.params()
-    assert (sidecar["epoch"], sidecar["seed"], sidecar["dataset"]) == (2, 0, "digits")
-    assert (sidecar["mean"], sidecar["std"]) == (card["mean"], card["std"])
-    assert (sidecar["arch"], sidecar["in_channels"], sidecar["image_size"]) == ("small_cnn", 1, 8)
-    assert {"torch", "hcl"} <= sidecar["versions"].keys()
+    assert sidecar.config == config.params()
+    assert (sidecar.epoch, sidecar.seed, sidecar.dataset) == (2, 0, "digits")
+    assert (sidecar.mean, sidecar.std) == (card.mean, card.std)
+    assert (sidecar.arch, sidecar.in_channels, sidecar.image_size) == ("small_cnn", 1, 8)
+    assert {"torch", "hcl"} <= sidecar.versions.keys()
     assert all(torch.isfinite(p).all() for p in model.state_dict().values())
     losses, knn = logged(tmp_path, "loss"), logged(tmp_path, "knn_top1")
     assert len(losses) == len(knn) == 2 and all(math.isfinite(v) for v in losses)
@@ -133,7 +133,7 @@ def test_the_paper_variants_train(digits: Path, tmp_path: Path, options: dict[st
         assert logged(tmp_path, "same_label_pairs")[0] > 2 * TINY["batch_size"], "same-label samples are positives too"
     if options.get("undimix_learned"):
         _, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
-        logits = torch.tensor(sidecar["learned"]["undimix_attention"])
+        logits = torch.tensor(sidecar.learned["undimix_attention"])
         start = torch.tensor([1 / 3, 2 / 3, 0.0]).log().nan_to_num(neginf=0.0)
         assert logits[2] == 0.0 and not torch.allclose(logits[:2], start[:2]), "the weights of the parts in use were learned"
 
@@ -154,7 +154,7 @@ def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_pa
     pretrain.run(tiny_config(data, tmp_path, arch="auto", batch_size=8, sampler="hscl"))
 
     model, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
-    assert (sidecar["arch"], sidecar["in_channels"], sidecar["image_size"], model.feature_dim) == ("resnet18", 3, 32, 512)
+    assert (sidecar.arch, sidecar.in_channels, sidecar.image_size, model.feature_dim) == ("resnet18", 3, 32, 512)
     assert math.isfinite(logged(tmp_path, "loss")[0])
 
 

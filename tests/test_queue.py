@@ -437,7 +437,7 @@ def test_a_run_with_a_queue_checkpoints_the_key_encoder_and_writes_the_query_enc
     plain, _ = load_artifact(tmp_path / "plain" / "models" / "encoder.safetensors", "encoder", {})
     assert queued.keys() == plain.keys()
     model, sidecar = load_encoder(tmp_path / "queue" / "models" / "encoder.safetensors")
-    assert sidecar["config"]["queue_size"] == 64 and sum(p.numel() for p in model.parameters()) > 0
+    assert sidecar.config["queue_size"] == 64 and sum(p.numel() for p in model.parameters()) > 0
     checkpoint, _ = load_artifact(tmp_path / "queue" / "models" / "checkpoints" / "epoch-0001-step-000000.safetensors", "checkpoint", {})
     assert {f"model.model.{name}" for name in plain} | {
         "model.queue.keys",

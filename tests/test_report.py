@@ -19,7 +19,7 @@ from PIL import Image
 
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig
-from hcl_cli.datasets import load_card
+from hcl_cli.datasets import DatasetCard, load_card
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, loss_key
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.metrics import EvaluationMetrics, save_metrics
@@ -55,17 +55,17 @@ def default_params_yaml(root: Path) -> None:
     (root / "params.yaml").write_text(yaml.safe_dump(defaults, sort_keys=False))
 
 
-def save_untrained_encoder(root: Path, trained: PretrainConfig, card: dict[str, object], **extra: object) -> Path:
+def save_untrained_encoder(root: Path, trained: PretrainConfig, card: DatasetCard, **extra: object) -> Path:
     """An untrained small CNN saved as the run's encoder, its sidecar recording ``trained`` and ``extra``."""
-    channels, size, _ = card["image_shape"]
+    channels, size, _ = card.image_shape
     torch.manual_seed(0)
     meta = {
         "config": trained.params(),
         "epoch": trained.epochs,
         "seed": trained.seed,
-        "dataset": card["name"],
-        "mean": card["mean"],
-        "std": card["std"],
+        "dataset": card.name,
+        "mean": card.mean,
+        "std": card.std,
         **extra,
     }
     path = root / "models" / "encoder.safetensors"
@@ -80,7 +80,7 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     default_params_yaml(root)
     prepare.run(PrepareConfig(out=str(root / "data" / "prepared")))
     card = load_card(root / "data" / "prepared")
-    assert card["counts"]["test"] == DIGITS_TEST_SIZE
+    assert card.counts["test"] == DIGITS_TEST_SIZE
     model = save_untrained_encoder(root, TRAINED, card, run=RUN_RECORD)
     embed.run(
         EmbedConfig(data=str(root / "data" / "prepared"), model=str(model), out=str(root / "data" / "embeddings.safetensors"), device="cpu")

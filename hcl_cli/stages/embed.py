@@ -26,14 +26,14 @@ def run(config: EmbedConfig) -> None:
     card = load_card(config.data)
     device = resolve_device(config.device)
     model, sidecar = load_encoder(config.model, device)
-    check_fits_dataset(model, card["image_shape"], config.model, config.data)
-    transform = build_eval_transform(sidecar["mean"], sidecar["std"])
+    check_fits_dataset(model, card.image_shape, config.model, config.data)
+    transform = build_eval_transform(sidecar.mean, sidecar.std)
     tensors: dict[str, Tensor] = {}
     for split in SPLITS:
         images, labels = load_split(config.data, split)
         backbone, projection = encode(model, transform, images, config.batch_size, description=f"embed {split}")
         tensors |= {f"{split}_backbone": backbone, f"{split}_projection": projection, f"{split}_labels": labels}
-    encoder = {"config": sidecar.get("config"), "arch": sidecar["arch"], "epoch": sidecar.get("epoch")}
-    save_embeddings(config.out, tensors, {"dataset": card["name"], "classes": card["classes"], "encoder": encoder})
+    encoder = {"config": sidecar.config, "arch": sidecar.arch, "epoch": sidecar.epoch}
+    save_embeddings(config.out, tensors, {"dataset": card.name, "classes": card.classes, "encoder": encoder})
     dims = f"backbone {model.feature_dim}, projection {model.projection_dim}"
     print(f"hcl embed: wrote {config.out}: train {len(tensors['train_labels'])}, test {len(tensors['test_labels'])} images ({dims})")

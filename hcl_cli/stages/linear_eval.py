@@ -63,21 +63,21 @@ def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tens
     """
     card = load_card(config.data)
     model, sidecar = load_encoder(config.model, device)
-    check_fits_dataset(model, card["image_shape"], config.model, config.data)
+    check_fits_dataset(model, card.image_shape, config.model, config.data)
     train_images, train_labels = load_split(config.data, "train", device)
     test_images, test_labels = load_split(config.data, "test")
-    channels, image_size = card["image_shape"][0], card["image_shape"][-1]
+    channels, image_size = card.image_shape[0], card.image_shape[-1]
     recipe = resolve_recipe(image_size)
-    blur = recipe == "simclr" and bool((sidecar.get("config") or {}).get("blur", False))  # the digits recipe has no blur
-    augment = build_augmentation(image_size, channels, sidecar["mean"], sidecar["std"], blur=blur, recipe=recipe).to(device)
+    blur = recipe == "simclr" and bool((sidecar.config or {}).get("blur", False))  # the digits recipe has no blur
+    augment = build_augmentation(image_size, channels, sidecar.mean, sidecar.std, blur=blur, recipe=recipe).to(device)
     output = 0 if config.feature == "backbone" else 2  # ContrastiveModel returns (features, hidden, z)
     scores = augmented_readout(
         lambda views: model(views)[output],
         augment,
-        build_eval_transform(sidecar["mean"], sidecar["std"]),
+        build_eval_transform(sidecar.mean, sidecar.std),
         (train_images, train_labels),
         test_images,
-        card["num_classes"],
+        card.num_classes,
         feature_dim=model.feature_dim if config.feature == "backbone" else model.projection_dim,
         epochs=config.epochs,
         batch_size=config.batch_size,

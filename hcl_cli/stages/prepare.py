@@ -22,7 +22,6 @@ import torch
 
 from hcl_cli.artifacts import (
     OWNED_FILES,
-    SCHEMA_VERSION,
     check_outputs_apart,
     foreign_entries,
     library_versions,
@@ -30,11 +29,10 @@ from hcl_cli.artifacts import (
     save_artifact,
     stale_siblings,
     temp_sibling,
-    write_json,
     write_owned_folder_manifest,
 )
 from hcl_cli.config import PrepareConfig
-from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, SourceDataset, load_source
+from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, DatasetCard, SourceDataset, load_source, save_card
 from hcl_cli.errors import HclError, UsageError
 
 STATISTICS_CHUNK = 4096
@@ -50,31 +48,30 @@ def run(config: PrepareConfig) -> None:
     versions = library_versions()
     with _staging_folder(out, folder_files(dataset.splits)) as staging:
         for split, (images, labels) in dataset.splits.items():
-            meta = {"dataset": card["name"], "split": split, "versions": versions}
+            meta = {"dataset": card.name, "split": split, "versions": versions}
             save_artifact(staging / f"{split}.safetensors", {"images": images, "labels": labels}, kind=SPLIT_KIND, meta=meta)
-        write_json(staging / CARD_FILE, card)
-    counts = ", ".join(f"{split} {count}" for split, count in card["counts"].items())
-    shape = "x".join(str(size) for size in card["image_shape"])
-    print(f"hcl prepare: wrote {out}: {card['name']}, {counts} images of {shape}, {card['num_classes']} classes")
+        save_card(staging, card)
+    counts = ", ".join(f"{split} {count}" for split, count in card.counts.items())
+    shape = "x".join(str(size) for size in card.image_shape)
+    print(f"hcl prepare: wrote {out}: {card.name}, {counts} images of {shape}, {card.num_classes} classes")
 
 
-def dataset_card(config: PrepareConfig, dataset: SourceDataset) -> dict[str, object]:
+def dataset_card(config: PrepareConfig, dataset: SourceDataset) -> DatasetCard:
     """The card that describes the prepared folder; mean and std are those of the train split."""
     train_images = dataset.splits["train"][0]
     mean, std = channel_mean_std(train_images)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "name": config.dataset,
-        "classes": dataset.classes,
-        "num_classes": len(dataset.classes),
-        "counts": {split: len(images) for split, (images, _) in dataset.splits.items()},
-        "image_shape": list(train_images.shape[1:]),
-        "mean": mean,
-        "std": std,
-        "source": dataset.source,
-        "seed": config.seed,
-        "skipped": dataset.skipped,
-    }
+    return DatasetCard(
+        name=config.dataset,
+        classes=dataset.classes,
+        num_classes=len(dataset.classes),
+        counts={split: len(images) for split, (images, _) in dataset.splits.items()},
+        image_shape=list(train_images.shape[1:]),
+        mean=mean,
+        std=std,
+        source=dataset.source,
+        seed=config.seed,
+        skipped=dataset.skipped,
+    )
 
 
 def channel_mean_std(images: torch.Tensor) -> tuple[list[float], list[float]]:

@@ -40,7 +40,7 @@ import torch
 from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_card, load_split
+from hcl_cli.datasets import DatasetCard, load_card, load_split
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import UsageError
 from hcl_cli.locking import locked_folder
@@ -70,12 +70,12 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         for warning in config.ignored_changes():
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     labelled = config.needs_labels
-    splits = ["train"] + (["unlabeled"] if "unlabeled" in card["counts"] and not labelled else [])
+    splits = ["train"] + (["unlabeled"] if "unlabeled" in card.counts and not labelled else [])
     check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **config.loss_options(0))
-    _, height, width = card["image_shape"]
+    _, height, width = card.image_shape
     if height != width:
         raise UsageError(f"{config.data} holds {height}x{width} images; pretrain needs square images (prepare with --image-size)")
-    size = sum(card["counts"][split] for split in splits)
+    size = sum(card.counts[split] for split in splits)
     steps_per_epoch = context.steps_per_epoch(size, config.batch_size)
 
     with contextlib.ExitStack() as held:
@@ -89,7 +89,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         model, step = build_training(config, card, context)
         store = CheckpointStore(Path(config.out) / "checkpoints")
         # Like epochs, max_steps only says when to stop: a resume may change it.
-        identity = {**config.params(), "dataset": card["name"], "world_size": context.world_size, "max_steps": None}
+        identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None}
         training = TrainingRun(config, model, step, images, labels, store, identity, context, steps_per_epoch)
         log = TrainingLog(config.live_dir) if context.is_main else None
 
@@ -136,9 +136,9 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "config": config.params(),
                 "epoch": config.epochs,
                 "seed": config.seed,
-                "dataset": card["name"],
-                "mean": card["mean"],
-                "std": card["std"],
+                "dataset": card.name,
+                "mean": card.mean,
+                "std": card.std,
                 "world_size": context.world_size,
                 "run": run_record(device, started),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
@@ -147,14 +147,14 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {len(training.history)} epochs, {total_steps} steps)")
 
 
-def startup_line(config: PretrainConfig, card: dict[str, Any], arch: str, size: int, steps_per_epoch: int, total_steps: int, context: DistributedContext, resumed: Checkpoint | None) -> str:
+def startup_line(config: PretrainConfig, card: DatasetCard, arch: str, size: int, steps_per_epoch: int, total_steps: int, context: DistributedContext, resumed: Checkpoint | None) -> str:
     """What is about to run: sampler (and queue), device, architecture, data, steps; and where it resumes."""
-    shape = "x".join(str(side) for side in card["image_shape"])
+    shape = "x".join(str(side) for side in card.image_shape)
     queue = f" over a queue of {config.queue_size} keys (momentum {config.momentum})" if config.queue_size else ""
     ranks = f" x {context.world_size} processes" if context.world_size > 1 else ""
     limit = f", stopping at --max-steps {config.max_steps}" if config.max_steps and config.max_steps < steps_per_epoch * config.epochs else ""
     resume = f"; resuming from {resumed.path} ({resumed.position.describe()})" if resumed is not None else ""
     return (
-        f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {arch}, {card['name']} ({size} images of {shape}), "
+        f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {arch}, {card.name} ({size} images of {shape}), "
         f"{config.epochs} epochs of {steps_per_epoch} steps of {config.batch_size}{limit}: {total_steps} steps{resume}"
     )

@@ -42,13 +42,13 @@ from hcl_cli import figures
 from hcl_cli.artifacts import check_outputs_apart, sidecar_path, write_text
 from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import FEATURES, KnnConfig, LinearConfig, PretrainConfig, ReportConfig, StageConfig
-from hcl_cli.datasets import CARD_FILE, load_card, load_split
+from hcl_cli.datasets import CARD_FILE, DatasetCard, load_card, load_split
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, hardest_negatives, label_pair_similarities, loss_key, pick_anchors
 from hcl_cli.embeddings import load_embeddings, topk_accuracy
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import EvaluationMetrics, load_metrics
-from hcl_cli.models import ContrastiveModel, build_model, check_fits_dataset, encode, load_encoder
+from hcl_cli.models import ContrastiveModel, EncoderSidecar, build_model, check_fits_dataset, encode, load_encoder
 from hcl_cli.params import load_params
 from hcl_cli.runtime import resolve_device
 from hcl_cli.stats import wilson_interval
@@ -92,7 +92,7 @@ class TrainedEncoder:
 
     path: Path
     model: ContrastiveModel
-    sidecar: dict[str, Any]
+    sidecar: EncoderSidecar
     config: PretrainConfig
 
     @property
@@ -105,7 +105,7 @@ class Prepared:
     """The prepared dataset folder: its card and its labelled splits, read once."""
 
     folder: Path
-    card: dict[str, Any]
+    card: DatasetCard
     splits: dict[str, tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -143,7 +143,7 @@ def run(config: ReportConfig) -> None:
     if prepared is not None:
         card = prepared.card
         recorded["prepare"] = Recorded(
-            {"dataset": card["name"]} | ({"seed": card["seed"]} if "seed" in card else {}), f"`{prepared.folder / CARD_FILE}`"
+            {"dataset": card.name} | ({"seed": card.seed} if card.seed is not None else {}), f"`{prepared.folder / CARD_FILE}`"
         )
     if encoder is not None:
         recorded["pretrain"] = Recorded(encoder.config.params(), f"`{sidecar_path(encoder.path)}`")
@@ -187,9 +187,9 @@ def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_f
     """The prepared dataset's card and labelled splits; its test split must be the one the metrics scored."""
     card = load_card(folder)
     for name, values in metrics.items():
-        if values.test_size != card["counts"]["test"]:
+        if values.test_size != card.counts["test"]:
             raise HclError(
-                f"{metrics_folder / f'{name}.json'} scored {values.test_size} test images, but {folder} holds {card['counts']['test']}: "
+                f"{metrics_folder / f'{name}.json'} scored {values.test_size} test images, but {folder} holds {card.counts['test']}: "
                 "the metrics come from another dataset (run the pipeline again, or give the --data it evaluated)"
             )
     return Prepared(folder, card, {split: load_split(folder, split) for split in ("train", "test")})
@@ -199,11 +199,11 @@ def read_encoder(path: Path, prepared: Prepared | None) -> TrainedEncoder:
     """The encoder, its sidecar and its pretrain configuration (``config``), checked against the prepared images."""
     model, sidecar = load_encoder(path, resolve_device("auto"))
     try:
-        config = PretrainConfig(**sidecar["config"])
+        config = PretrainConfig(**sidecar.config)
     except (KeyError, TypeError, UsageError) as exc:
         raise HclError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
     if prepared is not None:
-        check_fits_dataset(model, prepared.card["image_shape"], str(path), str(prepared.folder))
+        check_fits_dataset(model, prepared.card.image_shape, str(path), str(prepared.folder))
     return TrainedEncoder(path, model, sidecar, config)
 
 
@@ -228,7 +228,7 @@ def baseline_rows(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEn
             bank,
             train_labels,
             queries.to(device),
-            num_classes=prepared.card["num_classes"],
+            num_classes=prepared.card.num_classes,
             **{key: knn.params[key] for key in KNN_SETTINGS},
         )
         accuracy = topk_accuracy(scores, test_labels)
@@ -250,7 +250,7 @@ def untrained_features(
         torch.manual_seed(encoder.config.seed)
         model = build_model(trained.arch, trained.in_channels, trained.image_size, trained.projection_dim)
     model = model.to(encoder.device).eval()
-    transform = build_eval_transform(encoder.sidecar["mean"], encoder.sidecar["std"])
+    transform = build_eval_transform(encoder.sidecar.mean, encoder.sidecar.std)
     index = FEATURES.index(feature)  # encode returns (backbone, projection)
     train = encode(model, transform, train_images, BASELINE_BATCH_SIZE, description="untrained: embed train")[index]
     test = encode(model, transform, test_images, BASELINE_BATCH_SIZE, description="untrained: embed test")[index]
@@ -286,28 +286,28 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         lines.append(f"- **Dataset**: not known: no prepared dataset folder at `{data}`.")
     else:
         card = prepared.card
-        counts = ", ".join(f"{count:,} {split}" for split, count in card["counts"].items())
-        shape = " x ".join(map(str, card["image_shape"]))
-        skipped = f"; {card['skipped']:,} unreadable files were skipped" if card.get("skipped") else ""
+        counts = ", ".join(f"{count:,} {split}" for split, count in card.counts.items())
+        shape = " x ".join(map(str, card.image_shape))
+        skipped = f"; {card.skipped:,} unreadable files were skipped" if card.skipped else ""
         lines.append(
-            f"- **Dataset**: `{card['name']}` ({card.get('source', 'source not recorded')}): {counts} images, "
-            f"{card['num_classes']} classes, images of {shape} (channels x height x width){skipped}; from `{prepared.folder / CARD_FILE}`."
+            f"- **Dataset**: `{card.name}` ({card.source or 'source not recorded'}): {counts} images, "
+            f"{card.num_classes} classes, images of {shape} (channels x height x width){skipped}; from `{prepared.folder / CARD_FILE}`."
         )
-        if encoder is not None and encoder.sidecar.get("dataset") not in (None, card["name"]):
+        if encoder is not None and encoder.sidecar.dataset not in (None, card.name):
             lines.append(
-                f"- **Warning**: the encoder's sidecar says it was trained on `{encoder.sidecar['dataset']}`, not `{card['name']}`."
+                f"- **Warning**: the encoder's sidecar says it was trained on `{encoder.sidecar.dataset}`, not `{card.name}`."
             )
     if encoder is None:
         lines.append(f"- **Encoder**: none at `{model}`: the pretraining, its provenance and the untrained baseline are not reported.")
         return "\n".join(lines)
     sidecar, source = encoder.sidecar, f"`{sidecar_path(encoder.path)}`"
     lines.append(
-        f"- **Pretraining**: `{encoder.config.sampler}`, {encoder.model.arch}, {sidecar.get('epoch', '?')} epochs; labels used: {labels_note(encoder)}."
+        f"- **Pretraining**: `{encoder.config.sampler}`, {encoder.model.arch}, {sidecar.epoch if sidecar.epoch is not None else '?'} epochs; labels used: {labels_note(encoder)}."
     )
-    record = sidecar.get("run")
-    if isinstance(record, dict):
+    record = sidecar.run
+    if record is not None:
         device = record.get("device") or {}
-        processes = sidecar.get("world_size", 1)
+        processes = sidecar.world_size
         lines.append(
             f"- **Trained**: {record.get('started', '?')} to {record.get('finished', '?')}{duration(record)} on "
             f"{device.get('type', '?')} ({device.get('name') or 'unnamed'}){f' x {processes} processes' if processes != 1 else ''}, "
@@ -317,7 +317,7 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         lines.append(
             f"- **Trained**: when, where and at which commit is not recorded in {source} (an encoder from before hcl recorded its runs)."
         )
-    versions = sidecar.get("versions") if isinstance(sidecar.get("versions"), dict) else {}
+    versions = sidecar.versions
     software = ", ".join(f"{name} {versions[name]}" for name in ("torch", "torchvision", "hcl", "python") if name in versions)
     lines.append(f"- **Software**: {software or 'not recorded'} (from {source}).")
     return "\n".join(lines)
@@ -342,7 +342,7 @@ def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepar
         if encoder is not None and encoder.config.needs_labels
         else ""
     )
-    classes = prepared.card["num_classes"] if prepared is not None else None
+    classes = prepared.card.num_classes if prepared is not None else None
     trivial = f" With {classes} classes, top-5 is 1 by construction." if classes is not None and classes <= 5 else ""
     return "\n".join(
         [
@@ -574,8 +574,8 @@ def hard_negative_figure(config: ReportConfig, prepared: Prepared, encoder: Trai
     batch = torch.randperm(len(labels), generator=torch.Generator().manual_seed(HARD_NEGATIVE_SEED))[:batch_size]
     batch_images, batch_labels = images[batch], labels[batch]
     with torch.no_grad():
-        _, hidden, z = model(build_eval_transform(encoder.sidecar["mean"], encoder.sidecar["std"])(batch_images.to(device)))
-    learned = {name: torch.tensor(values, device=device) for name, values in (encoder.sidecar.get("learned") or {}).items()}
+        _, hidden, z = model(build_eval_transform(encoder.sidecar.mean, encoder.sidecar.std)(batch_images.to(device)))
+    learned = {name: torch.tensor(values, device=device) for name, values in encoder.sidecar.learned.items()}
     options = trained.loss_options(trained.epochs - 1) | {"head_inputs": (hidden, hidden), "head_layer": model.head.output_layer} | learned
     anchors = pick_anchors(batch_labels, config.anchors)
     rows = hardest_negatives(z, batch_labels.to(device), anchors, count=HARD_NEGATIVES, sampler=trained.sampler, **options)
@@ -588,6 +588,6 @@ def hard_negative_figure(config: ReportConfig, prepared: Prepared, encoder: Trai
             f"sampler ({trained.sampler}, settings of the final epoch) weights highest, within one batch of {batch_size} "
             "un-augmented test images (the pretraining batch size); each is titled with its class and its weight w = q(x-|x). "
             "A red title marks a negative of the anchor's own class (HCL Fig. 12).",
-            partial(figures.plot_hard_negatives, rows, batch_images, batch_labels, prepared.card["classes"], title=title),
+            partial(figures.plot_hard_negatives, rows, batch_images, batch_labels, prepared.card.classes, title=title),
         )
     ]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import KnnConfig
-from hcl_cli.datasets import load_split
+from hcl_cli.datasets import DatasetCard, load_split
 from hcl_cli.diagnostics import hscl_diagnostics
 from hcl_cli.embeddings import topk_accuracy
 from hcl_cli.knn import knn_predict
@@ -40,14 +39,14 @@ class KnnProbe:
     knn: KnnConfig
 
     @classmethod
-    def from_prepared(cls, folder: str, card: dict[str, Any], seed: int, batch_size: int) -> KnnProbe:
+    def from_prepared(cls, folder: str, card: DatasetCard, seed: int, batch_size: int) -> KnnProbe:
         generator = torch.Generator().manual_seed(seed)
         bank_images, bank_labels = load_split(folder, "train")
         query_images, query_labels = load_split(folder, "test")
         bank = torch.randperm(len(bank_labels), generator=generator)[:KNN_PROBE_BANK]
         queries = torch.randperm(len(query_labels), generator=generator)[:KNN_PROBE_QUERIES]
-        transform = build_eval_transform(card["mean"], card["std"])
-        return cls(bank_images[bank], bank_labels[bank], query_images[queries], query_labels[queries], transform, card["num_classes"], batch_size, KnnConfig())
+        transform = build_eval_transform(card.mean, card.std)
+        return cls(bank_images[bank], bank_labels[bank], query_images[queries], query_labels[queries], transform, card.num_classes, batch_size, KnnConfig())
 
     def __call__(self, model: ContrastiveModel) -> float:
         bank, _ = encode(model, self.transform, self.bank_images, self.batch_size, description="kNN probe bank")

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from hcl_cli.augment import build_augmentation, resolve_recipe
 from hcl_cli.config import PretrainConfig
+from hcl_cli.datasets import DatasetCard
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
 from hcl_cli.models import ContrastiveModel, build_model, resolve_arch
@@ -141,15 +142,15 @@ class TrainingStep:
         queue.push(batch_keys, labels, features)
 
 
-def build_training(config: PretrainConfig, card: dict[str, Any], context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
+def build_training(config: PretrainConfig, card: DatasetCard, context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
     """The model (on the rank's device; channels_last on CUDA) and the step that trains it with Adam (DDP under torchrun)."""
     device = context.device
-    channels, image_size = card["image_shape"][0], card["image_shape"][-1]
+    channels, image_size = card.image_shape[0], card.image_shape[-1]
     model = build_model(resolve_arch(config.arch, image_size), channels, image_size, config.projection_dim).to(device)
     on_cuda = device.type == "cuda"
     if on_cuda:
         model = model.to(memory_format=torch.channels_last)
-    augment = build_augmentation(image_size, channels, card["mean"], card["std"], blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
+    augment = build_augmentation(image_size, channels, card.mean, card.std, blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
     learned = nn.ParameterDict({name: nn.Parameter(value) for name, value in config.spec.learned_tensors(config.sampler_options).items()}).to(device)
     if len(learned) and context.world_size > 1:
         raise UsageError(f"learned loss tensors ({', '.join(learned)}) are not supported under torchrun yet: run in one process")
