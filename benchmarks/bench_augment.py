@@ -107,7 +107,9 @@ def time_batched_ops(images: torch.Tensor, batch_size: int, device: torch.device
 
 def time_workers(dataset: TwoViews, batch_size: int, workers: int, device: torch.device) -> float:
     """Seconds for one shuffled pass of a worker DataLoader, batches moved to ``device``."""
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers, pin_memory=device.type == "cuda", drop_last=False)
+    loader = DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=workers, pin_memory=device.type == "cuda", drop_last=False
+    )
     start = time.perf_counter()
     for first, second in loader:
         first.to(device, non_blocking=True)
@@ -124,7 +126,9 @@ def interleaved_figures(measures: dict[str, Callable[[], float]], count: int, re
     for _ in range(repeats):
         for name, measure in measures.items():
             seconds[name].append(measure())
-    return {name: {"seconds": [round(s, 3) for s in passes], "images_per_s": round(count / min(passes), 1)} for name, passes in seconds.items()}
+    return {
+        name: {"seconds": [round(s, 3) for s in passes], "images_per_s": round(count / min(passes), 1)} for name, passes in seconds.items()
+    }
 
 
 def main() -> None:
@@ -154,7 +158,13 @@ def main() -> None:
     fastest_per_sample = max(results["per_sample_v2_tensor"]["images_per_s"], results["per_sample_v2_pil"]["images_per_s"])
     payload = {
         "benchmark": "simclr augmentation, two views per image",
-        "settings": {"images": args.images, "image_size": args.image_size, "batch_size": args.batch_size, "workers": args.workers, "threads": torch.get_num_threads()},
+        "settings": {
+            "images": args.images,
+            "image_size": args.image_size,
+            "batch_size": args.batch_size,
+            "workers": args.workers,
+            "threads": torch.get_num_threads(),
+        },
         "load_average_1min_before": load_before,
         "libraries": {"torchvision": torchvision.__version__, "kornia": kornia.__version__},
         "results": results,

@@ -64,7 +64,11 @@ def main() -> None:
     torch_import = medians["python -c 'import torch'"]
     imports_torch, slowest = slowest_imports([HCL, "--help"])
     results = {
-        name: {"median_ms": round(1e3 * median, 1), "ratio_to_torch_import": round(median / torch_import, 3), "runs_ms": [round(1e3 * s, 1) for s in seconds[name]]}
+        name: {
+            "median_ms": round(1e3 * median, 1),
+            "ratio_to_torch_import": round(median / torch_import, 3),
+            "runs_ms": [round(1e3 * s, 1) for s in seconds[name]],
+        }
         for name, median in medians.items()
     }
     for name, row in results.items():

@@ -49,7 +49,11 @@ def site_packages(venv: Path) -> Path:
 
 def cuda_bytes(venv: Path) -> int:
     """Bytes of the site-packages entries that belong to torch's CUDA build (torch, triton, nvidia-*, cuda-*)."""
-    return sum(folder_bytes(p) if p.is_dir() else p.stat().st_size for p in site_packages(venv).iterdir() if p.name.lower().startswith(CUDA_PACKAGES) and not p.name.startswith("torchvision"))
+    return sum(
+        folder_bytes(p) if p.is_dir() else p.stat().st_size
+        for p in site_packages(venv).iterdir()
+        if p.name.lower().startswith(CUDA_PACKAGES) and not p.name.startswith("torchvision")
+    )
 
 
 def main() -> None:
@@ -70,7 +74,12 @@ def main() -> None:
     write_result(
         "install_size",
         {
-            "default": {"command": "pip install -e .", "seconds": round(default_seconds, 1), "venv_bytes": default_bytes, "torch_cuda_build_bytes": default_cuda},
+            "default": {
+                "command": "pip install -e .",
+                "seconds": round(default_seconds, 1),
+                "venv_bytes": default_bytes,
+                "torch_cuda_build_bytes": default_cuda,
+            },
             "cpu_only": {
                 "command": "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu && pip install -e .",
                 "torch_cpu_wheel": args.cpu_wheel,

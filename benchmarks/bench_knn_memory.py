@@ -71,16 +71,33 @@ def _resident_bytes() -> int:
 
 def measure_in_subprocess(device: torch.device, chunk_size: int, bank_chunk_size: int) -> dict[str, Any]:
     """:func:`measure` in a fresh interpreter, so earlier runs do not hide this one's peak."""
-    command = [sys.executable, "-m", "benchmarks.bench_knn_memory", "--device", str(device), "--measure", str(chunk_size), str(bank_chunk_size)]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_knn_memory",
+        "--device",
+        str(device),
+        "--measure",
+        str(chunk_size),
+        str(bank_chunk_size),
+    ]
     environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(MIB)}
-    result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent, env=environment)
+    result = subprocess.run(
+        command, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent, env=environment
+    )
     return json.loads(result.stdout.splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--measure", nargs=2, type=int, metavar=("CHUNK_SIZE", "BANK_CHUNK_SIZE"), help="internal: measure one chunking in this process and print JSON")
+    parser.add_argument(
+        "--measure",
+        nargs=2,
+        type=int,
+        metavar=("CHUNK_SIZE", "BANK_CHUNK_SIZE"),
+        help="internal: measure one chunking in this process and print JSON",
+    )
     args = parser.parse_args()
     device = resolve_device(args.device)
     if args.measure:
@@ -88,15 +105,35 @@ def main() -> None:
         return
     runs = []
     for chunk_size, bank_chunk_size in CHUNKINGS:
-        promise = knn_working_memory_bytes(QUERIES, DIM, k=K, num_classes=NUM_CLASSES, chunk_size=chunk_size, bank_chunk_size=bank_chunk_size) / MIB
+        promise = (
+            knn_working_memory_bytes(QUERIES, DIM, k=K, num_classes=NUM_CLASSES, chunk_size=chunk_size, bank_chunk_size=bank_chunk_size)
+            / MIB
+        )
         measured = measure_in_subprocess(device, chunk_size, bank_chunk_size)
-        runs.append({"chunk_size": chunk_size, "bank_chunk_size": bank_chunk_size, "promise_mib": round(promise, 1), **measured, "within_promise": measured["peak_added_mib"] <= promise})
-        print(f"chunks {chunk_size} x {bank_chunk_size}: peak +{measured['peak_added_mib']:.0f} MiB (promise {promise:.0f} MiB), {measured['seconds']:.1f} s")
+        runs.append(
+            {
+                "chunk_size": chunk_size,
+                "bank_chunk_size": bank_chunk_size,
+                "promise_mib": round(promise, 1),
+                **measured,
+                "within_promise": measured["peak_added_mib"] <= promise,
+            }
+        )
+        print(
+            f"chunks {chunk_size} x {bank_chunk_size}: peak +{measured['peak_added_mib']:.0f} MiB (promise {promise:.0f} MiB), {measured['seconds']:.1f} s"
+        )
     imagenet_promise = knn_working_memory_bytes(50_000, 2048, k=K, num_classes=1000, chunk_size=1024, bank_chunk_size=32768)
     write_result(
         "knn_memory",
         {
-            "setup": {"bank": [BANK, DIM], "queries": [QUERIES, DIM], "k": K, "num_classes": NUM_CLASSES, "bank_mib": BANK * DIM * 4 / MIB, "load_average": os.getloadavg()},
+            "setup": {
+                "bank": [BANK, DIM],
+                "queries": [QUERIES, DIM],
+                "k": K,
+                "num_classes": NUM_CLASSES,
+                "bank_mib": BANK * DIM * 4 / MIB,
+                "load_average": os.getloadavg(),
+            },
             "runs": runs,
             "promise_1.3M_x_2048_bank_50k_queries_gib": round(imagenet_promise / 2**30, 2),
         },

@@ -61,7 +61,13 @@ def main() -> None:
     write_result(
         "linear_cpu",
         {
-            "setup": {"train": [TRAIN, DIM], "test": [TEST, DIM], "num_classes": NUM_CLASSES, "threads": torch.get_num_threads(), "load_average": os.getloadavg()},
+            "setup": {
+                "train": [TRAIN, DIM],
+                "test": [TEST, DIM],
+                "num_classes": NUM_CLASSES,
+                "threads": torch.get_num_threads(),
+                "load_average": os.getloadavg(),
+            },
             "target_seconds": TARGET_SECONDS,
             "runs": runs,
         },

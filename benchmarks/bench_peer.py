@@ -126,7 +126,9 @@ def main() -> None:
     parser.add_argument("--sampler", default="ucl", help="hcl's sampler (ucl: the same NT-Xent objective as the peer)")
     parser.add_argument("--compile", action="store_true", help="torch.compile hcl's encoder")
     parser.add_argument("--archive", type=Path, default=ARCHIVE, help="CIFAR-10 JPEG archive with train/ and test/ class folders")
-    parser.add_argument("--work", type=Path, help="folder for the extracted and prepared images, reused when there (default: a temporary one)")
+    parser.add_argument(
+        "--work", type=Path, help="folder for the extracted and prepared images, reused when there (default: a temporary one)"
+    )
     args = parser.parse_args()
     load_before = load_average()
 
@@ -137,7 +139,14 @@ def main() -> None:
             extract(args.archive, work / "images", args.limit)
         card = prepared(work / "prepared", dataset="imagefolder", path=str(work / "images"))
         config = PretrainConfig(
-            data=str(work / "prepared"), arch="resnet18", sampler=args.sampler, batch_size=args.batch_size, device=args.device, max_steps=args.steps, compile=args.compile, seed=SEED
+            data=str(work / "prepared"),
+            arch="resnet18",
+            sampler=args.sampler,
+            batch_size=args.batch_size,
+            device=args.device,
+            max_steps=args.steps,
+            compile=args.compile,
+            seed=SEED,
         )
         images = load_split(config.data, "train")[0].permute(0, 2, 3, 1).numpy()
         pil_images = [Image.fromarray(np.ascontiguousarray(image)) for image in images]
@@ -157,13 +166,22 @@ def main() -> None:
     write_result(
         f"peer_{device.type}",
         {
-            "note": "CPU smoke run with tiny settings: checks the benchmark runs, not a throughput claim" if device.type == "cpu" else "throughput comparison",
+            "note": "CPU smoke run with tiny settings: checks the benchmark runs, not a throughput claim"
+            if device.type == "cpu"
+            else "throughput comparison",
             "model": "resnet18 (CIFAR stem) + projection head, hcl_cli.models.build_model",
             "precision": "bf16 autocast" if device.type == "cuda" else "float32",
             "settings": {
-                "train_images": len(images), "image_shape": card.image_shape, "batch_size": args.batch_size, "steps": args.steps,
-                "warmup": args.warmup, "rounds": args.rounds, "hcl_sampler": args.sampler, "hcl_compile": args.compile,
-                "peer_workers": args.workers, "threads": torch.get_num_threads(),
+                "train_images": len(images),
+                "image_shape": card.image_shape,
+                "batch_size": args.batch_size,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "rounds": args.rounds,
+                "hcl_sampler": args.sampler,
+                "hcl_compile": args.compile,
+                "peer_workers": args.workers,
+                "threads": torch.get_num_threads(),
             },  # fmt: skip
             "libraries": {"lightly": lightly.__version__, "torchvision": torchvision.__version__},
             "load_average_1min": {"before": load_before, "after": load_average()},

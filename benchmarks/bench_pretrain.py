@@ -85,7 +85,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="Timed epochs (the median is reported).")
     parser.add_argument("--sampler", default="hucl")
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder.")
-    parser.add_argument("--threads", default=str(torch.get_num_threads()), help="Comma-separated CPU thread counts to time, one run each (default: torch's).")
+    parser.add_argument(
+        "--threads",
+        default=str(torch.get_num_threads()),
+        help="Comma-separated CPU thread counts to time, one run each (default: torch's).",
+    )
     args = parser.parse_args()
 
     device = resolve_device(args.device)
@@ -97,12 +101,20 @@ def main() -> None:
             folder = Path(scratch) / "prepared"
             prepared(folder, dataset="imagefolder", path=str(Path(scratch) / "images"))
         config = PretrainConfig(
-            data=str(folder), arch=args.arch, batch_size=args.batch_size, device=args.device, sampler=args.sampler, compile=args.compile, epochs=args.epochs
+            data=str(folder),
+            arch=args.arch,
+            batch_size=args.batch_size,
+            device=args.device,
+            sampler=args.sampler,
+            compile=args.compile,
+            epochs=args.epochs,
         )
         for threads in (int(count) for count in args.threads.split(",")):
             torch.set_num_threads(threads)
             setting, timings = benchmark(config)
-            print(f"{setting['arch']} on {device}, {threads} thread(s): {timings['images_per_second']} images/s, {timings['median_epoch_seconds']} s per epoch of {setting['steps_per_epoch']} steps")
+            print(
+                f"{setting['arch']} on {device}, {threads} thread(s): {timings['images_per_second']} images/s, {timings['median_epoch_seconds']} s per epoch of {setting['steps_per_epoch']} steps"
+            )
             runs.append(timings)
     if args.synthetic:
         setting["dataset"] = f"synthetic imagefolder, {args.synthetic} random 32x32 RGB images"

@@ -72,7 +72,10 @@ def main() -> None:
         device = context.device
         card = prepared(Path(scratch) / "digits", dataset="digits")
         images, labels = load_split(Path(scratch) / "digits", "train", device)
-        configs = {name: PretrainConfig(sampler=name, arch="small_cnn", batch_size=args.batch_size, device=args.device, seed=SEED) for name in SAMPLERS}
+        configs = {
+            name: PretrainConfig(sampler=name, arch="small_cnn", batch_size=args.batch_size, device=args.device, seed=SEED)
+            for name in SAMPLERS
+        }
         steps = {}
         for name, config in configs.items():
             context.seed_everything(SEED)
@@ -103,7 +106,9 @@ def main() -> None:
             "loss_options": configs[name].loss_options(0),
         }
         row = results[name]
-        print(f"{name:15s} {row['median_step_ms']:8.2f} ms {ratio:6.3f}x   cpu {row['median_step_cpu_ms']:8.2f} ms {row['cpu_ratio_to_ucl']:6.3f}x   target {target or '-'}")
+        print(
+            f"{name:15s} {row['median_step_ms']:8.2f} ms {ratio:6.3f}x   cpu {row['median_step_cpu_ms']:8.2f} ms {row['cpu_ratio_to_ucl']:6.3f}x   target {target or '-'}"
+        )
     payload = {
         "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, forward, loss, backward, grad norm, Adam)",
         "model": f"small_cnn on prepared digits {card.image_shape}, projection_dim {configs['ucl'].projection_dim}",

@@ -72,7 +72,9 @@ def main() -> None:
             files = expected_files(root / split, card.classes)
             checks[f"{split}_labels"] = labels.tolist() == [label for _, label in files]
             sample = rng.choice(len(files), size=min(args.sample, len(files)), replace=False)
-            checks[f"{split}_pixels_of_{len(sample)}_images"] = all(np.array_equal(images[i].numpy(), pil_decode(files[i][0])) for i in sample)
+            checks[f"{split}_pixels_of_{len(sample)}_images"] = all(
+                np.array_equal(images[i].numpy(), pil_decode(files[i][0])) for i in sample
+            )
             if split == "train":
                 pixels = images.to(torch.float64) / 255.0
                 checks["train_mean_std"] = bool(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import write_result
-from hcl_cli.stages.compare import dvc_exp_show, parse_experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["dvc", "exp", "run", "--queue", "-S", "pretrain.sampler=hucl", "-S", "pretrain.beta=0.5,1,2"]
@@ -40,6 +38,29 @@ def timed(clone: Path, steps: list[dict[str, Any]], *command: str) -> str:
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}")
     return result.stdout
+
+
+def experiments_shown(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workspace and each finished experiment as ``dvc exp show --json`` gives them, read here (not by hcl compare's code)."""
+    rows = []
+    for baseline in entries:
+        groups = [{"name": "workspace", "revs": [baseline]}] if baseline["rev"] == "workspace" else baseline.get("experiments") or []
+        for group in groups:
+            data = group["revs"][0].get("data") or {}
+            top1 = {
+                name: (data.get("metrics", {}).get(f"metrics/{name}.json", {}).get("data") or {}).get("top1") for name in ("knn", "linear")
+            }
+            pretrain = data.get("params", {}).get("params.yaml", {}).get("data", {}).get("pretrain", {})
+            if None not in top1.values():
+                rows.append(
+                    {
+                        "name": group["name"],
+                        "sampler": pretrain.get("sampler"),
+                        "beta": pretrain.get("beta"),
+                        **{f"{k}_top1": v for k, v in top1.items()},
+                    }
+                )
+    return rows
 
 
 def main() -> None:
@@ -64,18 +85,15 @@ def main() -> None:
 
         timed(clone, steps, *SWEEP)
         timed(clone, steps, "dvc", "queue", "start")
-        while any(state in subprocess.run(["dvc", "queue", "status"], cwd=clone, capture_output=True, text=True).stdout for state in ("Queued", "Running")):
+        while any(
+            state in subprocess.run(["dvc", "queue", "status"], cwd=clone, capture_output=True, text=True).stdout
+            for state in ("Queued", "Running")
+        ):
             time.sleep(10)
-        timed(clone, steps, "dvc", "exp", "show")
-        os.chdir(clone)
-        shown, _ = parse_experiments(dvc_exp_show())
+        experiments = experiments_shown(json.loads(timed(clone, steps, "dvc", "exp", "show", "--json")))
         timed(clone, steps, "hcl", "compare")
         with open(clone / "reports" / "compare.csv", newline="") as handle:
             table = {row["experiment"]: row for row in csv.DictReader(handle)}
-    experiments = [
-        {"name": row.name, "sampler": row.sampler, "beta": row.pretrain.get("beta"), "knn_top1": row.accuracy["knn"].top1, "linear_top1": row.accuracy["linear"].top1}
-        for row in shown
-    ]
     sweep = [e for e in experiments if e["sampler"] == "hucl" and e["name"] != "workspace"]
     write_result(
         "readme_sequences_digits",
@@ -87,7 +105,8 @@ def main() -> None:
             "sweep_betas": sorted(e["beta"] for e in sweep),
             "sweep_rows_differ": len({(e["knn_top1"], e["linear_top1"]) for e in sweep}) > 1,
             "compare_equals_exp_show": all(
-                float(table[e["name"]]["knn_top1"]) == e["knn_top1"] and float(table[e["name"]]["linear_top1"]) == e["linear_top1"] for e in experiments
+                float(table[e["name"]]["knn_top1"]) == e["knn_top1"] and float(table[e["name"]]["linear_top1"]) == e["linear_top1"]
+                for e in experiments
             )
             and len(table) == len(experiments),
         },

@@ -118,20 +118,30 @@ class Table:
     def configs(self, name: str, values: dict[str, Any]) -> dict[str, Any]:
         """The configs of set ``name``'s stages, in its folder: pretrain, embed, knn, linear."""
         folder, data = self.work / name, self.work / "prepared"
-        stage_values = {group: {key.partition(".")[2]: value for key, value in values.items() if key.startswith(group + ".")} for group in STAGE_GROUPS}
+        stage_values = {
+            group: {key.partition(".")[2]: value for key, value in values.items() if key.startswith(group + ".")} for group in STAGE_GROUPS
+        }
         own = {key: value for key, value in values.items() if "." not in key and key != "paper"}
         embeddings, encoder = folder / "embeddings.safetensors", folder / "models" / "encoder.safetensors"
         return {
-            "pretrain": PretrainConfig(**own, data=str(data), out=str(encoder.parent), live_dir=str(folder / "dvclive"), resume=True, device=self.device),
+            "pretrain": PretrainConfig(
+                **own, data=str(data), out=str(encoder.parent), live_dir=str(folder / "dvclive"), resume=True, device=self.device
+            ),
             "embed": EmbedConfig(**stage_values["embed"], data=str(data), model=str(encoder), out=str(embeddings), device=self.device),
             "knn": KnnConfig(**stage_values["knn"], embeddings=str(embeddings), out=str(folder / "knn.json"), device=self.device),
-            "linear": LinearConfig(**stage_values["linear"], embeddings=str(embeddings), out=str(folder / "linear.json"), device=self.device),
+            "linear": LinearConfig(
+                **stage_values["linear"], embeddings=str(embeddings), out=str(folder / "linear.json"), device=self.device
+            ),
         }
 
     def run_set(self, name: str, configs: dict[str, Any]) -> None:
         """Every stage of set ``name`` that is not done yet."""
         record_parameters(self.work / name / "set.json", {group: config.params() for group, config in configs.items()})
-        self.stage(f"{name}: pretrain", Path(configs["pretrain"].out) / "encoder.safetensors", lambda: self.pretrain(f"{name}: pretrain", configs["pretrain"]))
+        self.stage(
+            f"{name}: pretrain",
+            Path(configs["pretrain"].out) / "encoder.safetensors",
+            lambda: self.pretrain(f"{name}: pretrain", configs["pretrain"]),
+        )
         self.stage(f"{name}: embed", Path(configs["embed"].out), lambda: embed.run(configs["embed"]))
         self.stage(f"{name}: knn-eval", Path(configs["knn"].out), lambda: knn_eval.run(configs["knn"]))
         self.stage(f"{name}: linear-eval", Path(configs["linear"].out), lambda: linear_eval.run(configs["linear"]))
@@ -150,12 +160,17 @@ def record_parameters(path: Path, parameters: dict[str, Any]) -> None:
 
 def row(configs: dict[str, Any], paper: float | None) -> dict[str, Any]:
     """A set's row: the parameters its sampler reads, our kNN and linear top-1 (None until done) and the paper's number."""
-    top1 = {group: json.loads(Path(configs[group].out).read_text())["top1"] if Path(configs[group].out).is_file() else None for group in ("knn", "linear")}
+    top1 = {
+        group: json.loads(Path(configs[group].out).read_text())["top1"] if Path(configs[group].out).is_file() else None
+        for group in ("knn", "linear")
+    }
     return {"parameters": configs["pretrain"].used_params(), "knn_top1": top1["knn"], "linear_top1": top1["linear"], "paper_top1": paper}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1]
+    )
     parser.add_argument("--name", required=True, help="the table's name: results/reproduce_NAME.json, and its work folder")
     parser.add_argument("--set", action="append", default=[], metavar="NAME:KEY=VALUE,...", help="a parameter set (repeatable)")
     parser.add_argument("--sets", type=Path, help="YAML or JSON file of sets (prepare, all, sets)")
@@ -163,7 +178,9 @@ def main() -> None:
     parser.add_argument("--prepare", metavar="KEY=VALUE,...", help="PrepareConfig values (default dataset=digits)")
     parser.add_argument("--work", type=Path, help="work folder (default benchmarks/work/NAME)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--time-budget", type=float, default=0, metavar="SECONDS", help="stop cleanly after this long; rerun to continue (0: no limit)")
+    parser.add_argument(
+        "--time-budget", type=float, default=0, metavar="SECONDS", help="stop cleanly after this long; rerun to continue (0: no limit)"
+    )
     args = parser.parse_args()
     prepare_values, sets = load_table(args)
     table = Table(args.work or ROOT / "benchmarks" / "work" / args.name, args.device, args.time_budget)
@@ -185,7 +202,10 @@ def main() -> None:
     for name, figures in rows.items():
         print(f"{name:>16}: kNN top-1 {figures['knn_top1']}, linear top-1 {figures['linear_top1']}, paper {figures['paper_top1']}")
     complete = stopped is None
-    write_result(f"reproduce_{args.name}", {"complete": complete, "work": str(table.work), "prepare": prepare_values, "sets": rows, "invocations": invocations})
+    write_result(
+        f"reproduce_{args.name}",
+        {"complete": complete, "work": str(table.work), "prepare": prepare_values, "sets": rows, "invocations": invocations},
+    )
     if not complete:
         print(f"{stopped}; rerun the same command to continue", file=sys.stderr)
         sys.exit(STOPPED_BY_BUDGET)

@@ -270,7 +270,9 @@ def check_sha256(source: Path, digest: str, sidecar: Mapping[str, Any]) -> None:
     """One-line HclError unless ``digest`` (the sha256 of ``source``) is the one its sidecar records."""
     recorded = sidecar.get("sha256")
     if not isinstance(recorded, str):
-        raise HclError(f"{source}: its sidecar {sidecar_path(source)} records no 'sha256' of the tensor file (an older hcl wrote it): write it again")
+        raise HclError(
+            f"{source}: its sidecar {sidecar_path(source)} records no 'sha256' of the tensor file (an older hcl wrote it): write it again"
+        )
     if digest != recorded:
         raise HclError(
             f"{source}: the tensor file does not match the 'sha256' its sidecar {sidecar_path(source)} records "
@@ -290,7 +292,9 @@ def owned_files(folder: Path) -> set[str] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     files = manifest.get("files") if isinstance(manifest, dict) and manifest.get("written_by") == "hcl" else None
-    if not isinstance(files, list) or not all(isinstance(name, str) and name and Path(name).name == name and name not in (".", "..") for name in files):
+    if not isinstance(files, list) or not all(
+        isinstance(name, str) and name and Path(name).name == name and name not in (".", "..") for name in files
+    ):
         return None
     return set(files)
 
@@ -341,8 +345,14 @@ def check_outputs_apart(inputs: Mapping[str, str | Path], outputs: Mapping[str, 
                 for read in in_files:
                     overlap = _overlap(written, read)
                     if overlap is not None:
-                        detail = "" if overlap == "" and (written, read) == (out_files[0], in_files[0]) else f" ({overlap or f'both use {written}'})"
-                        raise UsageError(f"{out_option} {out_path} is also the input {in_option} {in_path}{detail}: choose another {out_option}")
+                        detail = (
+                            ""
+                            if overlap == "" and (written, read) == (out_files[0], in_files[0])
+                            else f" ({overlap or f'both use {written}'})"
+                        )
+                        raise UsageError(
+                            f"{out_option} {out_path} is also the input {in_option} {in_path}{detail}: choose another {out_option}"
+                        )
         for folder in out_files[0].parents:
             if (folder / OWNED_FILES).is_file():
                 raise UsageError(

@@ -104,7 +104,9 @@ class RandomResizedAffine(nn.Module):
         return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
-def build_augmentation(image_size: int, channels: int, mean: Sequence[float], std: Sequence[float], *, blur: bool, recipe: str) -> nn.Module:
+def build_augmentation(
+    image_size: int, channels: int, mean: Sequence[float], std: Sequence[float], *, blur: bool, recipe: str
+) -> nn.Module:
     """The training augmentation: uint8 ``(B, C, H, W)`` -> float32 normalised views of ``image_size``.
 
     Call it once per view; every image in every call gets its own random parameters. ``blur``

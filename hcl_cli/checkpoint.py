@@ -242,7 +242,9 @@ def _check_identity(path: Path, saved: Any, current: Mapping[str, Any]) -> None:
 def _flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
     """The optimizer's per-parameter state as ``optimizer.<index>.<slot>`` tensors, and its param_groups as JSON."""
     state = optimizer.state_dict()
-    tensors = {f"optimizer.{index}.{slot}": torch.as_tensor(value) for index, slots in state["state"].items() for slot, value in slots.items()}
+    tensors = {
+        f"optimizer.{index}.{slot}": torch.as_tensor(value) for index, slots in state["state"].items() for slot, value in slots.items()
+    }
     return tensors, state["param_groups"]
 
 

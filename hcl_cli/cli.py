@@ -99,7 +99,9 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
     parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     parameters += [typer_parameter(option, valued=option.name in valued_bools) for option in options]
     params_option = typer.Option("--params", metavar="FILE", help=PARAMS_HELP, rich_help_panel="Runtime options")
-    parameters.append(inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, params_option]))
+    parameters.append(
+        inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, params_option])
+    )
     command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     command.__doc__ = config_cls.__doc__
     return command
@@ -109,7 +111,9 @@ def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
     """``option`` as a keyword parameter of a Typer command."""
     choices = ("true", "false") if valued else option.choices
     metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else None
-    typer_option = typer.Option(option.flag, help=option.help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters")
+    typer_option = typer.Option(
+        option.flag, help=option.help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
+    )
     annotation = Annotated[str if valued else option.type, typer_option]
     default = str(option.default).lower() if valued else option.default
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
@@ -121,7 +125,9 @@ for _config_cls in STAGE_CONFIGS:
 
 @app.command("params")
 def params(
-    table: Annotated[bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as the README has it).")] = False,
+    table: Annotated[
+        bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as the README has it).")
+    ] = False,
 ) -> None:
     """Print the default params.yaml: every stage's group, each key at its declared default (`hcl params > params.yaml` restores it)."""
     sys.stdout.write(sampler_options_markdown() if table else default_params_yaml())
@@ -143,7 +149,9 @@ def preset(
 def compare(
     out: Annotated[str, typer.Option(help="Output prefix: writes OUT.md and OUT.csv.")] = "reports/compare",
     sampler: Annotated[list[str] | None, typer.Option(help="Only experiments of this sampler (repeatable).")] = None,
-    where: Annotated[list[str] | None, typer.Option(help="Only experiments whose parameter has this value, e.g. pretrain.beta=1 (repeatable).")] = None,
+    where: Annotated[
+        list[str] | None, typer.Option(help="Only experiments whose parameter has this value, e.g. pretrain.beta=1 (repeatable).")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Only experiments whose name matches this pattern, e.g. 'beta-*'.")] = None,
 ) -> None:
     """Tabulate the workspace and every DVC experiment (dvc exp show --json): the parameters that vary against kNN and linear top-1, with 95% intervals."""

@@ -94,10 +94,28 @@ class PrepareConfig(StageConfig):
 
     group: ClassVar[str] = "prepare"
     command: ClassVar[str] = "prepare"
-    dataset: str = param("digits", "Dataset: digits (bundled with scikit-learn, offline), cifar10, cifar100, stl10, or imagefolder (your own train/ and test/ class folders).", choices=DATASETS)
-    path: str = param("data/raw", "Source folder: the download root for cifar10/cifar100/stl10, or the root holding train/ and test/ for imagefolder.")
-    image_size: int = param(0, "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).", minimum=0, maximum=4096)
-    test_fraction: float = param(0.25, "Share of digits held out as the stratified test split (other datasets ship their own split).", minimum=0.0, maximum=1.0, min_exclusive=True, max_exclusive=True)
+    dataset: str = param(
+        "digits",
+        "Dataset: digits (bundled with scikit-learn, offline), cifar10, cifar100, stl10, or imagefolder (your own train/ and test/ class folders).",
+        choices=DATASETS,
+    )
+    path: str = param(
+        "data/raw", "Source folder: the download root for cifar10/cifar100/stl10, or the root holding train/ and test/ for imagefolder."
+    )
+    image_size: int = param(
+        0,
+        "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).",
+        minimum=0,
+        maximum=4096,
+    )
+    test_fraction: float = param(
+        0.25,
+        "Share of digits held out as the stratified test split (other datasets ship their own split).",
+        minimum=0.0,
+        maximum=1.0,
+        min_exclusive=True,
+        max_exclusive=True,
+    )
     seed: int = param(0, "Seed of the train/test split.", minimum=0, maximum=SEED_LIMIT)
     out: str = runtime(f"{RUNS}/data/prepared", "Output folder for train/test(/unlabeled).safetensors and card.json.")
 
@@ -108,8 +126,14 @@ class PretrainConfig(StageConfig):
 
     group: ClassVar[str] = "pretrain"
     command: ClassVar[str] = "pretrain"
-    sampler: str = param("hucl", "Negative sampler q(x-|x): " + ", ".join(f"{name} ({spec.paper})" for name, spec in SAMPLERS.items()) + ".", choices=tuple(SAMPLERS))
-    arch: str = param("auto", "Encoder: small_cnn, resnet18, resnet50, or auto (small_cnn for images of 16 px or less, else resnet18).", choices=ARCHS)
+    sampler: str = param(
+        "hucl",
+        "Negative sampler q(x-|x): " + ", ".join(f"{name} ({spec.paper})" for name, spec in SAMPLERS.items()) + ".",
+        choices=tuple(SAMPLERS),
+    )
+    arch: str = param(
+        "auto", "Encoder: small_cnn, resnet18, resnet50, or auto (small_cnn for images of 16 px or less, else resnet18).", choices=ARCHS
+    )
     projection_dim: int = param(128, "Output size of the projection head.", minimum=1, maximum=65536)
     epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
     batch_size: int = param(256, "Images per batch (each gives two views).", minimum=2)
@@ -132,16 +156,32 @@ class PretrainConfig(StageConfig):
     weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
     blur: bool = param(False, "Add Gaussian blur to the augmentations.")
     seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
-    eval_every: int = param(0, "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).", minimum=0)
-    max_steps: int = param(0, "Stop after this many optimisation steps in total (0: no limit); the checkpoint, the log and the encoder are written as at the end of an epoch.", minimum=0)
+    eval_every: int = param(
+        0,
+        "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).",
+        minimum=0,
+    )
+    max_steps: int = param(
+        0,
+        "Stop after this many optimisation steps in total (0: no limit); the checkpoint, the log and the encoder are written as at the end of an epoch.",
+        minimum=0,
+    )
     checkpoint_every: int = param(0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0)
     compile: bool = param(False, "torch.compile the encoder (CUDA).")
     sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
     data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset folder (from hcl prepare).")
     out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
-    live_dir: str = runtime(f"{RUNS}/dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out).")
-    resume: bool = runtime(False, "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.")
-    restart_on_change: bool = runtime(False, "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).")
+    live_dir: str = runtime(
+        f"{RUNS}/dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out)."
+    )
+    resume: bool = runtime(
+        False,
+        "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.",
+    )
+    restart_on_change: bool = runtime(
+        False,
+        "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).",
+    )
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
     sampler_options: dict[str, Any] = field(default_factory=dict)
     """The loss and sampler options (temperature, beta, ...), checked, by name; declared in :mod:`hcl_cli.objectives.registry`."""
@@ -182,7 +222,11 @@ class PretrainConfig(StageConfig):
         """Warnings for the sampler options set away from their defaults that this run's sampler does not read
         (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model every time)."""
         momentum = next(option for option in self.declared_options() if option.name == "momentum")
-        unread = [f"momentum = {self.momentum!r} is not read without a queue (queue_size 0)"] if not self.queue_size and self.momentum != momentum.default else []
+        unread = (
+            [f"momentum = {self.momentum!r} is not read without a queue (queue_size 0)"]
+            if not self.queue_size and self.momentum != momentum.default
+            else []
+        )
         return unread + [
             f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
             for option in sampler_options()
@@ -256,8 +300,12 @@ class KnnConfig(StageConfig):
     k: int = param(200, "Neighbours that vote.", minimum=1)
     temperature: float = param(0.5, "Vote weight exp(cos / T).", minimum=0.0, min_exclusive=True)
     feature: str = param("backbone", "Which embedding: backbone or projection.", choices=FEATURES)
-    chunk_size: int = param(1024, "Queries compared per chunk; with --bank-chunk-size it bounds the memory kNN needs beyond the embeddings.", minimum=1)
-    bank_chunk_size: int = param(32768, "Bank (train) embeddings compared per chunk; the similarity block is chunk-size x bank-chunk-size.", minimum=1)
+    chunk_size: int = param(
+        1024, "Queries compared per chunk; with --bank-chunk-size it bounds the memory kNN needs beyond the embeddings.", minimum=1
+    )
+    bank_chunk_size: int = param(
+        32768, "Bank (train) embeddings compared per chunk; the similarity block is chunk-size x bank-chunk-size.", minimum=1
+    )
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed.")
     out: str = runtime(f"{RUNS}/metrics/knn.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
@@ -271,7 +319,9 @@ class ReportConfig(StageConfig):
     command: ClassVar[str] = "report"
     title: str = param("hcl run", "Heading of the report.")
     anchors: int = param(4, "Test anchors in the hardest-negatives figure.", minimum=0)
-    params_file: str = runtime("", "A params.yaml whose planned values to tabulate beside the recorded ones (dvc.yaml passes params.yaml; by hand: none).")
+    params_file: str = runtime(
+        "", "A params.yaml whose planned values to tabulate beside the recorded ones (dvc.yaml passes params.yaml; by hand: none)."
+    )
     metrics: str = runtime(f"{RUNS}/metrics", "Folder of metrics JSON files.")
     plots: str = runtime(f"{RUNS}/dvclive", "Folder of dvclive logs (curves).")
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings for the similarity histograms.")

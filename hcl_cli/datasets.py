@@ -69,9 +69,7 @@ def load_digits(test_fraction: float, seed: int, image_size: int = 0) -> SourceD
     images = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)[:, None]
     labels = digits.target.astype(np.int64)
     check_split_sizes(len(labels), len(digits.target_names), test_fraction)
-    train_index, test_index = train_test_split(
-        np.arange(len(labels)), test_size=test_fraction, random_state=seed, stratify=labels
-    )
+    train_index, test_index = train_test_split(np.arange(len(labels)), test_size=test_fraction, random_state=seed, stratify=labels)
     splits = {}
     for split, index in (("train", np.sort(train_index)), ("test", np.sort(test_index))):
         splits[split] = _as_tensors(_resize_all(images[index], image_size, split), labels[index])
@@ -267,7 +265,9 @@ def load_card(folder: str | Path) -> DatasetCard:
         raise HclError(f"{path}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION}): run hcl prepare again")
 
     def invalid(field: str, expected: str) -> HclError:
-        return HclError(f"{path} is not a valid dataset card: {field!r} must be {expected} (got {values.get(field)!r}): run hcl prepare again")
+        return HclError(
+            f"{path} is not a valid dataset card: {field!r} must be {expected} (got {values.get(field)!r}): run hcl prepare again"
+        )
 
     name, classes, counts, shape = values.get("name"), values.get("classes"), values.get("counts"), values.get("image_shape")
     if not isinstance(name, str):
@@ -328,7 +328,9 @@ def load_split(folder: str | Path, split: str, device: str | torch.device = "cpu
     tensors, _ = load_artifact(path, SPLIT_KIND, SPLIT_TENSORS, device=device)
     images, labels = tensors["images"], tensors["labels"]
     if len(images) != len(labels) or len(images) != card.counts[split]:
-        raise HclError(f"{path}: {len(images)} images and {len(labels)} labels, but the card counts {card.counts[split]}: run hcl prepare again")
+        raise HclError(
+            f"{path}: {len(images)} images and {len(labels)} labels, but the card counts {card.counts[split]}: run hcl prepare again"
+        )
     if list(images.shape[1:]) != card.image_shape:
         raise HclError(f"{path}: images are {list(images.shape[1:])}, but the card says {card.image_shape}: run hcl prepare again")
     return images, labels
@@ -396,7 +398,9 @@ def _warn_skipped(unreadable: list[str]) -> None:
         print(f"hcl prepare: warning: skipped {reason}", file=sys.stderr)
     if unreadable:
         more = f" ({len(unreadable) - MAX_SKIP_WARNINGS} not listed)" if len(unreadable) > MAX_SKIP_WARNINGS else ""
-        print(f"hcl prepare: warning: skipped {len(unreadable)} unreadable file(s){more}; card.json counts them as 'skipped'", file=sys.stderr)
+        print(
+            f"hcl prepare: warning: skipped {len(unreadable)} unreadable file(s){more}; card.json counts them as 'skipped'", file=sys.stderr
+        )
 
 
 def _size_text(image: np.ndarray) -> str:

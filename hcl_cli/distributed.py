@@ -248,7 +248,9 @@ def distributed_context(device_name: str) -> Iterator[DistributedContext]:
     rank, world_size, local_rank = (int(os.environ[name]) for name in TORCHRUN_VARIABLES)
     if device.type == "cuda":
         if local_rank >= torch.cuda.device_count():
-            raise UsageError(f"torchrun started local rank {local_rank}, but this node has only {torch.cuda.device_count()} CUDA devices (lower --nproc-per-node)")
+            raise UsageError(
+                f"torchrun started local rank {local_rank}, but this node has only {torch.cuda.device_count()} CUDA devices (lower --nproc-per-node)"
+            )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     try:

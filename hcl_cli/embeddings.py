@@ -74,7 +74,9 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
             raise HclError(f"{path}: {split}_{feature} holds NaN or infinite values")
         labels = tensors[f"{split}_labels"]
         if (labels < 0).any():
-            raise HclError(f"{path}: {split}_labels holds -1 (unlabelled images); kNN and linear evaluation need labelled {split} embeddings")
+            raise HclError(
+                f"{path}: {split}_labels holds -1 (unlabelled images); kNN and linear evaluation need labelled {split} embeddings"
+            )
         if (labels >= len(classes)).any():
             raise HclError(f"{path}: {split}_labels holds label {int(labels.max())}, but the sidecar lists {len(classes)} classes")
     return EvalSet(

@@ -105,7 +105,9 @@ def plot_similarity_histograms(same: torch.Tensor, different: torch.Tensor, path
     figure, axis = plt.subplots(figsize=CURVE_SIZE, layout="constrained")
     bins = torch.linspace(-1.0, 1.0, HISTOGRAM_BINS + 1).tolist()
     axis.hist(same.numpy(), bins=bins, density=True, alpha=0.55, color=SAME_COLOUR, label=f"same label ({len(same):,} pairs)")
-    axis.hist(different.numpy(), bins=bins, density=True, alpha=0.55, color=DIFFERENT_COLOUR, label=f"different label ({len(different):,} pairs)")
+    axis.hist(
+        different.numpy(), bins=bins, density=True, alpha=0.55, color=DIFFERENT_COLOUR, label=f"different label ({len(different):,} pairs)"
+    )
     axis.set(title=f"Cosine similarity of test pairs ({feature} features)", xlabel="cosine similarity", ylabel="density", xlim=(-1.0, 1.0))
     axis.legend()
     axis.grid(alpha=0.3)

@@ -89,7 +89,9 @@ class SmallCNN(nn.Module):
 
 def conv_bn(in_channels: int, out_channels: int, *, kernel_size: int, stride: int, padding: int) -> nn.Sequential:
     """Convolution without bias (the batch norm that follows has one), then batch norm."""
-    return nn.Sequential(nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False), nn.BatchNorm2d(out_channels))
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=False), nn.BatchNorm2d(out_channels)
+    )
 
 
 def build_resnet(arch: str, in_channels: int, image_size: int) -> tuple[nn.Module, int]:
@@ -117,7 +119,9 @@ class ProjectionHead(nn.Module):
 
     def __init__(self, feature_dim: int, projection_dim: int, hidden_dim: int = HEAD_HIDDEN_DIM) -> None:
         super().__init__()
-        self.hidden_layers = nn.Sequential(nn.Linear(feature_dim, hidden_dim, bias=False), nn.BatchNorm1d(hidden_dim), nn.ReLU(inplace=True))
+        self.hidden_layers = nn.Sequential(
+            nn.Linear(feature_dim, hidden_dim, bias=False), nn.BatchNorm1d(hidden_dim), nn.ReLU(inplace=True)
+        )
         self.output_layer = nn.Linear(hidden_dim, projection_dim)
 
     def forward_with_hidden(self, features: Tensor) -> tuple[Tensor, Tensor]:
@@ -156,7 +160,13 @@ class ContrastiveModel(nn.Module):
 
     def architecture(self) -> dict[str, Any]:
         """What :func:`build_model` needs to rebuild this model, plus its feature size."""
-        return {"arch": self.arch, "in_channels": self.in_channels, "image_size": self.image_size, "projection_dim": self.projection_dim, "feature_dim": self.feature_dim}
+        return {
+            "arch": self.arch,
+            "in_channels": self.in_channels,
+            "image_size": self.image_size,
+            "projection_dim": self.projection_dim,
+            "feature_dim": self.feature_dim,
+        }
 
 
 def build_model(arch: str, in_channels: int, image_size: int, projection_dim: int) -> ContrastiveModel:
@@ -246,8 +256,14 @@ def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu
         raise HclError(f"{path}: sidecar field 'feature_dim' is {values['feature_dim']!r}, but {arch} has {model.feature_dim} features")
     for name in NORMALISATION_FIELDS:
         normalisation = values.get(name)
-        if not isinstance(normalisation, list) or len(normalisation) != values["in_channels"] or not all(is_finite_number(value) for value in normalisation):
-            raise HclError(f"{path}: sidecar field {name!r} must be a list of {values['in_channels']} numbers, one per channel (got {normalisation!r})")
+        if (
+            not isinstance(normalisation, list)
+            or len(normalisation) != values["in_channels"]
+            or not all(is_finite_number(value) for value in normalisation)
+        ):
+            raise HclError(
+                f"{path}: sidecar field {name!r} must be a list of {values['in_channels']} numbers, one per channel (got {normalisation!r})"
+            )
     if not all(value > 0 for value in values["std"]):
         raise HclError(f"{path}: sidecar field 'std' must hold positive numbers (got {values['std']!r})")
     recorded = {name: values.get(name) for name in RECORDED_FIELDS}
@@ -277,7 +293,9 @@ def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], 
     missing = sorted(expected.keys() - found.keys())
     unexpected = sorted(found.keys() - expected.keys())
     if missing or unexpected:
-        raise HclError(f"{path}: weights do not match the architecture its sidecar names ({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. {unexpected[:2]})")
+        raise HclError(
+            f"{path}: weights do not match the architecture its sidecar names ({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. {unexpected[:2]})"
+        )
     for name, reference in expected.items():
         tensor = found[name]
         if tensor.shape != reference.shape or tensor.dtype != reference.dtype:
@@ -296,7 +314,9 @@ def check_fits_dataset(model: ContrastiveModel, image_shape: list[int], model_pa
 
 
 @torch.no_grad()
-def encode(model: ContrastiveModel, transform: nn.Module, images: Tensor, batch_size: int, description: str = "embed") -> tuple[Tensor, Tensor]:
+def encode(
+    model: ContrastiveModel, transform: nn.Module, images: Tensor, batch_size: int, description: str = "embed"
+) -> tuple[Tensor, Tensor]:
     """Backbone features and projections (float32, on the CPU) of uint8 ``images``, in batches.
 
     The model is run in eval mode (BatchNorm uses its running statistics) on its own device; its

@@ -196,6 +196,30 @@ HCL_PRESETS = (
             ("hard", "57.0", {"sampler": "hucl", "beta": 1.0, "tau_plus": 0.01}),
         )
     ]
+    + [
+        experiment(
+            f"hcl-cifar10-{method}",
+            "HCL",
+            "App. C.1, Fig. 6",
+            "cifar10",
+            top1,
+            {
+                **simclr_setup(epochs=200, batch_size=128),
+                "arch": "resnet18",
+                "temperature": 0.2,
+                "queue_size": 65536,
+                "momentum": 0.99,
+                **sampler,
+            },
+            "HCL App. C.1: MoCo-v2 with a queue of 65536 negatives, 200 epochs, batch 128. Not in the paper, from MoCo-v2's "
+            "CIFAR setting: ResNet-18 with the CIFAR stem, temperature 0.2, momentum 0.99; hcl's projection head and Adam stand in "
+            "for MoCo-v2's MLP head and SGD.",
+        )
+        for method, top1, sampler in (
+            ("mocov2", "88.08", {"sampler": "ucl"}),
+            ("mocov2-hard", "88.47", {"sampler": "hucl", "beta": 0.2, "tau_plus": 0.0}),
+        )
+    ]
 )
 
 # --- H-SCL (Jiang et al.), Table I -------------------------------------------------------------------------

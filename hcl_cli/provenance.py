@@ -14,7 +14,9 @@ def git_commit() -> str | None:
     """The commit of the git repository in the working folder, ``+dirty`` when it has changes; None outside one."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False, timeout=10)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=False, timeout=10)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=False, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:

@@ -61,17 +61,31 @@ def dead_pid() -> int:
 @pytest.mark.parametrize(
     ("inputs", "outputs", "message"),
     [
-        ({"--model": "m/encoder.safetensors"}, {"--out": "m/encoder.safetensors"}, r"^--out m/encoder.safetensors is also the input --model m/encoder.safetensors: choose another --out$"),
-        ({"--model": "m/encoder.safetensors"}, {"--out": "m/encoder.json"}, "is also the input --model m/encoder.safetensors .both use .*m/encoder.json"),
+        (
+            {"--model": "m/encoder.safetensors"},
+            {"--out": "m/encoder.safetensors"},
+            r"^--out m/encoder.safetensors is also the input --model m/encoder.safetensors: choose another --out$",
+        ),
+        (
+            {"--model": "m/encoder.safetensors"},
+            {"--out": "m/encoder.json"},
+            "is also the input --model m/encoder.safetensors .both use .*m/encoder.json",
+        ),
         ({"--embeddings": "e.safetensors"}, {"--out": "e.json"}, "--out e.json is also the input --embeddings e.safetensors"),
         ({"--model": "m/encoder.safetensors"}, {"--out": "m/encoder.bin"}, "both use .*m/encoder.json"),
-        ({"--path": "raw"}, {"--out": "raw/prepared"}, r"--out raw/prepared is also the input --path raw \(.*raw/prepared lies inside the folder .*raw\)"),
+        (
+            {"--path": "raw"},
+            {"--out": "raw/prepared"},
+            r"--out raw/prepared is also the input --path raw \(.*raw/prepared lies inside the folder .*raw\)",
+        ),
         ({"--path": "raw/cifar"}, {"--out": "raw"}, r"--out raw is also the input --path raw/cifar \(.*raw/cifar lies inside .*raw\)"),
         ({"--metrics": "metrics"}, {"--out": "metrics/report.md"}, "--out metrics/report.md is also the input --metrics metrics"),
         ({"--metrics": "metrics"}, {"--out": "./metrics/../metrics"}, "is also the input --metrics metrics"),
     ],
 )
-def test_an_output_that_is_an_input_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inputs: dict[str, str], outputs: dict[str, str], message: str) -> None:
+def test_an_output_that_is_an_input_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inputs: dict[str, str], outputs: dict[str, str], message: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "metrics").mkdir()
     (tmp_path / "raw" / "cifar").mkdir(parents=True)
@@ -207,7 +221,9 @@ def test_stale_temporary_files_are_removed_on_the_next_write(tmp_path: Path) -> 
     write_json(target, {"top1": 1.0})
     left = {p.name for p in tmp_path.iterdir()}
     assert dead.name not in left and legacy.name not in left
-    assert {alive.name, "metrics.json", *(p.name for p in foreign)} == left, "a running writer's file, and files of other targets or of others, stay"
+    assert {alive.name, "metrics.json", *(p.name for p in foreign)} == left, (
+        "a running writer's file, and files of other targets or of others, stay"
+    )
 
 
 # Checkpoints ----------------------------------------------------------------------------------------
@@ -216,7 +232,9 @@ TOTALS = {"steps": 3, "loss": 12.5, "same_label_pairs": 0.0, "anchors_left_out":
 IDENTITY = {"run": "test"}
 
 
-def saved_checkpoint(folder: Path, position: TrainingPosition, loop_state: dict[str, object]) -> tuple[CheckpointStore, torch.nn.Module, torch.optim.Optimizer]:
+def saved_checkpoint(
+    folder: Path, position: TrainingPosition, loop_state: dict[str, object]
+) -> tuple[CheckpointStore, torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.Adam(model.parameters())
@@ -235,7 +253,9 @@ def edit_checkpoint_sidecar(store: CheckpointStore, drop: tuple[str, ...] = (), 
 
 def test_a_checkpoint_step_past_the_end_of_its_epoch_is_refused(tmp_path: Path) -> None:
     store, model, optimizer = saved_checkpoint(tmp_path, TrainingPosition(2, 9), {"epoch_totals": TOTALS})
-    with pytest.raises(CheckpointMismatch, match=r"epoch-0002-step-000009.safetensors: 'position.step' 9 lies past the end of an epoch of 8 steps") as caught:
+    with pytest.raises(
+        CheckpointMismatch, match=r"epoch-0002-step-000009.safetensors: 'position.step' 9 lies past the end of an epoch of 8 steps"
+    ) as caught:
         store.load(model, optimizer, IDENTITY, epochs=5, steps_per_epoch=8)
     assert "\n" not in str(caught.value)
     checkpoint = store.load(model, optimizer, IDENTITY, epochs=5, steps_per_epoch=9)  # the last step of the epoch is done

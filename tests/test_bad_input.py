@@ -84,29 +84,142 @@ CASES = [
     Case("NaN beta", ["pretrain", "--beta", "nan"], USAGE, "--beta must be a finite number"),
     Case("unknown dataset", ["prepare", "--dataset", "mnist"], USAGE, "--dataset must be one of"),
     Case("test fraction above 1", ["prepare", "--test-fraction", "1.5"], USAGE, "--test-fraction must be < 1"),
-    Case("zero k", ["knn-eval", "--k", "0", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "--k must be >= 1"),
-    Case("k larger than the bank", ["knn-eval", "--k", "100000", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "--k"),
-    Case("unknown feature", ["knn-eval", "--feature", "pixels", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "--feature must be one of"),
-    Case("unknown optimizer", ["linear-eval", "--optimizer", "sgd", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/linear.json"], USAGE, "--optimizer must be one of"),
+    Case(
+        "zero k",
+        ["knn-eval", "--k", "0", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"],
+        USAGE,
+        "--k must be >= 1",
+    ),
+    Case(
+        "k larger than the bank",
+        ["knn-eval", "--k", "100000", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"],
+        USAGE,
+        "--k",
+    ),
+    Case(
+        "unknown feature",
+        ["knn-eval", "--feature", "pixels", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"],
+        USAGE,
+        "--feature must be one of",
+    ),
+    Case(
+        "unknown optimizer",
+        ["linear-eval", "--optimizer", "sgd", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/linear.json"],
+        USAGE,
+        "--optimizer must be one of",
+    ),
     Case("zero embed batch", ["embed", "--batch-size", "0", "--out", "{run}/out/emb.safetensors"], USAGE, "--batch-size must be >= 1"),
     Case("negative report anchors", ["report", "--anchors", "-1", "--out", "{run}/out/report.md"], USAGE, "--anchors must be >= 0"),
-    Case("batch larger than the dataset", ["pretrain", "--data", "{run}/prepared", "--batch-size", "5000", "--out", "{run}/out/models", "--live-dir", "{run}/out/live"], USAGE, "--batch-size"),
-    Case("malformed params.yaml", ["knn-eval", "--params", "params.yaml", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"], USAGE, "params.yaml", write_bytes("params.yaml", b"knn: [unclosed\n")),
+    Case(
+        "batch larger than the dataset",
+        ["pretrain", "--data", "{run}/prepared", "--batch-size", "5000", "--out", "{run}/out/models", "--live-dir", "{run}/out/live"],
+        USAGE,
+        "--batch-size",
+    ),
+    Case(
+        "malformed params.yaml",
+        ["knn-eval", "--params", "params.yaml", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"],
+        USAGE,
+        "params.yaml",
+        write_bytes("params.yaml", b"knn: [unclosed\n"),
+    ),
     # Runtime errors (exit 1): missing, empty, corrupt, foreign or unwritable files.
-    Case("settings that give NaN", ["pretrain", "--data", "{run}/prepared", "--temperature", "1e-30", "--epochs", "1", "--batch-size", "64", "--out", "{run}/out/models", "--live-dir", "{run}/live", "--device", "cpu"], RUNTIME, "non-finite"),
-    Case("missing data for a supervised sampler", ["pretrain", "--data", "{run}/missing", "--sampler", "scl", "--out", "{run}/out/models"], RUNTIME, "{run}/missing"),
+    Case(
+        "settings that give NaN",
+        [
+            "pretrain",
+            "--data",
+            "{run}/prepared",
+            "--temperature",
+            "1e-30",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "64",
+            "--out",
+            "{run}/out/models",
+            "--live-dir",
+            "{run}/live",
+            "--device",
+            "cpu",
+        ],
+        RUNTIME,
+        "non-finite",
+    ),
+    Case(
+        "missing data for a supervised sampler",
+        ["pretrain", "--data", "{run}/missing", "--sampler", "scl", "--out", "{run}/out/models"],
+        RUNTIME,
+        "{run}/missing",
+    ),
     Case("missing prepared data", ["pretrain", "--data", "{run}/nowhere", "--out", "{run}/out/models"], RUNTIME, "{run}/nowhere"),
-    Case("missing image folder", ["prepare", "--dataset", "imagefolder", "--path", "{run}/no-images", "--out", "{run}/out/prepared"], RUNTIME, "{run}/no-images"),
-    Case("missing encoder", ["embed", "--data", "{run}/prepared", "--model", "{run}/none.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "none.safetensors"),
-    Case("truncated encoder", ["embed", "--data", "{run}/prepared", "--model", "{run}/truncated.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "truncated.safetensors", truncate_model),
-    Case("foreign file as encoder", ["embed", "--data", "{run}/prepared", "--model", "{run}/embeddings.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "expected a encoder artifact"),
-    Case("missing embeddings", ["knn-eval", "--embeddings", "{run}/none.safetensors", "--out", "{run}/out/knn.json"], RUNTIME, "none.safetensors"),
-    Case("empty embeddings file", ["linear-eval", "--embeddings", "{run}/empty.safetensors", "--out", "{run}/out/linear.json"], RUNTIME, "empty.safetensors: not a readable safetensors file", empty_embeddings),
+    Case(
+        "missing image folder",
+        ["prepare", "--dataset", "imagefolder", "--path", "{run}/no-images", "--out", "{run}/out/prepared"],
+        RUNTIME,
+        "{run}/no-images",
+    ),
+    Case(
+        "missing encoder",
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/none.safetensors", "--out", "{run}/out/emb.safetensors"],
+        RUNTIME,
+        "none.safetensors",
+    ),
+    Case(
+        "truncated encoder",
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/truncated.safetensors", "--out", "{run}/out/emb.safetensors"],
+        RUNTIME,
+        "truncated.safetensors",
+        truncate_model,
+    ),
+    Case(
+        "foreign file as encoder",
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/embeddings.safetensors", "--out", "{run}/out/emb.safetensors"],
+        RUNTIME,
+        "expected a encoder artifact",
+    ),
+    Case(
+        "missing embeddings",
+        ["knn-eval", "--embeddings", "{run}/none.safetensors", "--out", "{run}/out/knn.json"],
+        RUNTIME,
+        "none.safetensors",
+    ),
+    Case(
+        "empty embeddings file",
+        ["linear-eval", "--embeddings", "{run}/empty.safetensors", "--out", "{run}/out/linear.json"],
+        RUNTIME,
+        "empty.safetensors: not a readable safetensors file",
+        empty_embeddings,
+    ),
     Case("missing metrics folder", ["report", "--metrics", "{run}/no-metrics", "--out", "{run}/out/report.md"], RUNTIME, "no-metrics"),
-    Case("encoder with NaN weights", ["embed", "--data", "{run}/prepared", "--model", "{run}/nan.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "nan.safetensors: tensor 'backbone.features.0.0.weight' holds NaN or infinite weights", nan_encoder),
-    Case("encoder sidecar without mean", ["embed", "--data", "{run}/prepared", "--model", "{run}/nomean.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "nomean.safetensors: sidecar field 'mean' must be a list of 1 numbers", encoder_without_mean),
-    Case("encoder with another save's sidecar", ["embed", "--data", "{run}/prepared", "--model", "{run}/stale.safetensors", "--out", "{run}/out/emb.safetensors"], RUNTIME, "stale.safetensors: the tensor file does not match the 'sha256' its sidecar", encoder_with_an_old_sidecar),
-    Case("output under a regular file", ["knn-eval", "--k", "5", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/a-file/knn.json"], RUNTIME, "a-file", write_bytes("a-file", b"not a folder")),
+    Case(
+        "encoder with NaN weights",
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/nan.safetensors", "--out", "{run}/out/emb.safetensors"],
+        RUNTIME,
+        "nan.safetensors: tensor 'backbone.features.0.0.weight' holds NaN or infinite weights",
+        nan_encoder,
+    ),
+    Case(
+        "encoder sidecar without mean",
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/nomean.safetensors", "--out", "{run}/out/emb.safetensors"],
+        RUNTIME,
+        "nomean.safetensors: sidecar field 'mean' must be a list of 1 numbers",
+        encoder_without_mean,
+    ),
+    Case(
+        "encoder with another save's sidecar",
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/stale.safetensors", "--out", "{run}/out/emb.safetensors"],
+        RUNTIME,
+        "stale.safetensors: the tensor file does not match the 'sha256' its sidecar",
+        encoder_with_an_old_sidecar,
+    ),
+    Case(
+        "output under a regular file",
+        ["knn-eval", "--k", "5", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/a-file/knn.json"],
+        RUNTIME,
+        "a-file",
+        write_bytes("a-file", b"not a folder"),
+    ),
 ]
 
 
@@ -119,7 +232,11 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory, prepared_digits: Callab
     torch.manual_seed(0)
     meta = {"config": {}, "epoch": 0, "seed": 0, "dataset": "digits", "mean": card.mean, "std": card.std}
     save_encoder(run / "encoder.safetensors", build_model("small_cnn", 1, 8, 16), meta)
-    embed.run(EmbedConfig(data=str(run / "prepared"), model=str(run / "encoder.safetensors"), out=str(run / "embeddings.safetensors"), device="cpu"))
+    embed.run(
+        EmbedConfig(
+            data=str(run / "prepared"), model=str(run / "encoder.safetensors"), out=str(run / "embeddings.safetensors"), device="cpu"
+        )
+    )
     return run
 
 
@@ -141,7 +258,9 @@ def assert_one_line_error(err: str, command: str, message: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_input(case: Case, run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input(
+    case: Case, run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -159,11 +278,15 @@ def test_bad_input(case: Case, run_folder: Path, tmp_path: Path, monkeypatch: py
 
 
 def test_debug_flag_shows_the_traceback(run_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = invoke(["--debug", "knn-eval", "--embeddings", str(run_folder / "none.safetensors"), "--out", str(run_folder / "out" / "knn.json")], capsys)
+    code, err = invoke(
+        ["--debug", "knn-eval", "--embeddings", str(run_folder / "none.safetensors"), "--out", str(run_folder / "out" / "knn.json")], capsys
+    )
     assert code == RUNTIME and "Traceback" in err and err.strip().splitlines()[-1].startswith("hcl knn-eval: error:")
 
 
-def test_disk_full_leaves_the_previous_metrics_intact(run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_disk_full_leaves_the_previous_metrics_intact(
+    run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "knn.json"
     out.write_text('{"top1": 0.5}\n')
     args = ["knn-eval", "--k", "5", "--embeddings", str(run_folder / "embeddings.safetensors"), "--out", str(out)]
@@ -180,18 +303,51 @@ def test_disk_full_leaves_the_previous_metrics_intact(run_folder: Path, tmp_path
 
 
 OVERLAPS = [
-    (["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/encoder.safetensors"], "--out {run}/encoder.safetensors is also the input --model {run}/encoder.safetensors: choose another --out"),
-    (["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/encoder.json"], "--out {run}/encoder.json is also the input --model {run}/encoder.safetensors (both use {run}/encoder.json)"),
-    (["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/prepared/e.safetensors"], "--out {run}/prepared/e.safetensors is also the input --data {run}/prepared"),
-    (["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.safetensors"], "--out {run}/embeddings.safetensors is also the input --embeddings"),
-    (["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"], "--out {run}/embeddings.json is also the input --embeddings"),
-    (["linear-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"], "--out {run}/embeddings.json is also the input --embeddings"),
-    (["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/prepared/knn.json"], "--out {run}/prepared/knn.json lies inside {run}/prepared, a folder hcl writes whole"),
-    (["report", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"], "--out {run}/embeddings.json is also the input --embeddings"),
-    (["report", "--data", "{run}/prepared", "--out", "{run}/prepared/report.md"], "--out {run}/prepared/report.md is also the input --data {run}/prepared"),
+    (
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/encoder.safetensors"],
+        "--out {run}/encoder.safetensors is also the input --model {run}/encoder.safetensors: choose another --out",
+    ),
+    (
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/encoder.json"],
+        "--out {run}/encoder.json is also the input --model {run}/encoder.safetensors (both use {run}/encoder.json)",
+    ),
+    (
+        ["embed", "--data", "{run}/prepared", "--model", "{run}/encoder.safetensors", "--out", "{run}/prepared/e.safetensors"],
+        "--out {run}/prepared/e.safetensors is also the input --data {run}/prepared",
+    ),
+    (
+        ["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.safetensors"],
+        "--out {run}/embeddings.safetensors is also the input --embeddings",
+    ),
+    (
+        ["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"],
+        "--out {run}/embeddings.json is also the input --embeddings",
+    ),
+    (
+        ["linear-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"],
+        "--out {run}/embeddings.json is also the input --embeddings",
+    ),
+    (
+        ["knn-eval", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/prepared/knn.json"],
+        "--out {run}/prepared/knn.json lies inside {run}/prepared, a folder hcl writes whole",
+    ),
+    (
+        ["report", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/embeddings.json"],
+        "--out {run}/embeddings.json is also the input --embeddings",
+    ),
+    (
+        ["report", "--data", "{run}/prepared", "--out", "{run}/prepared/report.md"],
+        "--out {run}/prepared/report.md is also the input --data {run}/prepared",
+    ),
     (["report", "--metrics", "{run}", "--out", "{run}/report.md"], "--out {run}/report.md is also the input --metrics {run}"),
-    (["report", "--plots", "{run}/figures", "--out", "{run}/report.md"], "--out (its figures) {run}/figures is also the input --plots {run}/figures"),
-    (["prepare", "--dataset", "imagefolder", "--path", "{run}/prepared", "--out", "{run}/prepared"], "--out {run}/prepared is also the input --path {run}/prepared"),
+    (
+        ["report", "--plots", "{run}/figures", "--out", "{run}/report.md"],
+        "--out (its figures) {run}/figures is also the input --plots {run}/figures",
+    ),
+    (
+        ["prepare", "--dataset", "imagefolder", "--path", "{run}/prepared", "--out", "{run}/prepared"],
+        "--out {run}/prepared is also the input --path {run}/prepared",
+    ),
 ]
 
 

@@ -61,14 +61,28 @@ def sweep_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     git_dvc(repo, "git", "add", "-A")
     git_dvc(repo, "git", "commit", "-q", "-m", "baseline")
     for sampler, beta, tau_plus in SWEEP:
-        git_dvc(repo, "dvc", "exp", "run", "-q", "-S", f"pretrain.sampler={sampler}", "-S", f"pretrain.beta={beta}", "-S", f"pretrain.tau_plus={tau_plus}")
+        git_dvc(
+            repo,
+            "dvc",
+            "exp",
+            "run",
+            "-q",
+            "-S",
+            f"pretrain.sampler={sampler}",
+            "-S",
+            f"pretrain.beta={beta}",
+            "-S",
+            f"pretrain.tau_plus={tau_plus}",
+        )
     return repo
 
 
 def compare_rows(repo: Path, *options: str) -> list[dict[str, str]]:
     """Run ``hcl compare`` with ``options`` in ``repo``; the CSV rows it wrote."""
     out = repo / "reports" / "compare"
-    result = subprocess.run([sys.executable, "-m", "hcl_cli", "compare", "--out", str(out), *options], cwd=repo, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "hcl_cli", "compare", "--out", str(out), *options], cwd=repo, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
     with open(out.with_suffix(".csv"), newline="") as handle:
         return list(csv.DictReader(handle))
@@ -111,10 +125,14 @@ def test_only_a_winner_beyond_the_intervals_is_bold(sweep_repo: Path, shown: dic
     # kNN: hscl 0.2214 and ucl 0.2179 on 10,000 test images are within each other's intervals: no winner.
     assert [row["knn_best"] for row in rows] == ["0"] * 4
     # linear: hucl 0.8762 beats the next (0.8548) beyond the intervals.
-    assert [row["experiment"] for row in rows if row["linear_best"] == "1"] == [name for name, values in shown.items() if values["sampler"] == "hucl"]
+    assert [row["experiment"] for row in rows if row["linear_best"] == "1"] == [
+        name for name, values in shown.items() if values["sampler"] == "hucl"
+    ]
     table = (sweep_repo / "reports" / "compare.md").read_text()
     header = next(line for line in table.splitlines() if line.startswith("| Experiment"))
-    assert [cell.strip() for cell in header.strip("|").split("|")] == ["Experiment", "Sampler", "beta", "kNN top-1", "Linear top-1"], "only beta varies among the rows that read it"
+    assert [cell.strip() for cell in header.strip("|").split("|")] == ["Experiment", "Sampler", "beta", "kNN top-1", "Linear top-1"], (
+        "only beta varies among the rows that read it"
+    )
     assert sum(line.count("**") for line in table.splitlines() if line.startswith("| ")) == 2
 
 
@@ -148,11 +166,20 @@ def test_unfinished_and_failed_experiments_are_listed_not_tabulated() -> None:
             "name": "main",
             "data": {},
             "error": None,
-            "experiments": [finished("done", 1.0, 0.7), finished("direct", 2.0, 0.8, state=None), finished("waiting", 5.0, 0.0, state="queued"), failed, no_metrics],
+            "experiments": [
+                finished("done", 1.0, 0.7),
+                finished("direct", 2.0, 0.8, state=None),
+                finished("waiting", 5.0, 0.0, state="queued"),
+                failed,
+                no_metrics,
+            ],
         },
     ]
     rows, skipped = compare.parse_experiments(entries)
-    assert [(row.name, row.pretrain["beta"], row.accuracy["knn"].top1, row.baseline) for row in rows] == [("done", 1.0, 0.7, "main"), ("direct", 2.0, 0.8, "main")]
+    assert [(row.name, row.pretrain["beta"], row.accuracy["knn"].top1, row.baseline) for row in rows] == [
+        ("done", 1.0, 0.7, "main"),
+        ("direct", 2.0, 0.8, "main"),
+    ]
     assert skipped == ["waiting: queued", "broken: failed", "partial: no top1 in metrics/linear.json"]
 
 

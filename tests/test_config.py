@@ -220,7 +220,11 @@ def test_a_new_sampler_from_the_readme_appears_everywhere_with_no_other_edit(
 
     digits = prepared_digits(0.95)
     (tmp_path / "params.yaml").write_text("pretrain:\n  sampler: topk\n  topk_count: 8\n  epochs: 1\n  batch_size: 16\n")
-    trained = run_hcl(["pretrain", "--params", "params.yaml", "--data", str(digits), "--out", "models", "--live-dir", "live", "--device", "cpu"], tmp_path, **env)
+    trained = run_hcl(
+        ["pretrain", "--params", "params.yaml", "--data", str(digits), "--out", "models", "--live-dir", "live", "--device", "cpu"],
+        tmp_path,
+        **env,
+    )
     assert trained.returncode == 0, trained.stderr
     assert (tmp_path / "models" / "encoder.safetensors").is_file()
     assert "hcl_cli/objectives/topk.py" in imported_files("pretrain", toy_package / "hcl_cli", toy_package)

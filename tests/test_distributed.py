@@ -1,4 +1,4 @@
-"""Data-parallel training equals one process holding the concatenated batch (issue 7, Must show 1).
+"""Data-parallel training equals one process holding the concatenated batch.
 
 Two CPU processes with the gloo backend each hold half of a float64 batch. For every sampler of
 :data:`hcl_cli.objectives.SAMPLERS`, the ranks' losses add up to the loss of one process holding
@@ -7,7 +7,7 @@ gradients for those rows, and, through DDP with :attr:`DistributedContext.loss_s
 parameter gradients of a projection layer equal the single-process ones. Ranks report through
 safetensors files in ``tmp_path``; the comparison runs in the test process.
 
-Must show 2: ``hcl pretrain`` under ``torchrun`` with two CPU processes writes one encoder and one
+And ``hcl pretrain`` under ``torchrun`` with two CPU processes writes one encoder and one
 checkpoint (rank 0 only) that ``embed``, ``knn-eval`` and ``linear-eval`` accept.
 """
 
@@ -100,14 +100,30 @@ def rank_worker(rank: int, port: int, folder: str) -> None:
             z1 = inputs["z1"][own].clone().requires_grad_(True)
             z2 = inputs["z2"][own].clone().requires_grad_(True)
             views = context.gather_views(z1, z2, inputs["labels"][own], head_inputs=(inputs["x1"][own], inputs["x2"][own]))
-            loss = contrastive_loss(views.z1, views.z2, views.labels, sampler=sampler, anchor_mask=views.anchor_mask, head_inputs=views.head_inputs, **SAMPLER_OPTIONS)
+            loss = contrastive_loss(
+                views.z1,
+                views.z2,
+                views.labels,
+                sampler=sampler,
+                anchor_mask=views.anchor_mask,
+                head_inputs=views.head_inputs,
+                **SAMPLER_OPTIONS,
+            )
             loss.backward()
             results |= {f"{sampler}/loss": loss.detach(), f"{sampler}/z1_grad": z1.grad, f"{sampler}/z2_grad": z2.grad}
 
             x1, x2 = inputs["x1"][own], inputs["x2"][own]
             projected = model(torch.cat([x1, x2]))
             views = context.gather_views(projected[:RANK_BATCH], projected[RANK_BATCH:], inputs["labels"][own], head_inputs=(x1, x2))
-            loss = contrastive_loss(views.z1, views.z2, views.labels, sampler=sampler, anchor_mask=views.anchor_mask, head_inputs=views.head_inputs, **SAMPLER_OPTIONS)
+            loss = contrastive_loss(
+                views.z1,
+                views.z2,
+                views.labels,
+                sampler=sampler,
+                anchor_mask=views.anchor_mask,
+                head_inputs=views.head_inputs,
+                **SAMPLER_OPTIONS,
+            )
             model.zero_grad()
             (loss * context.loss_scale).backward()
             results |= {f"{sampler}/weight_grad": model.module.weight.grad.clone(), f"{sampler}/bias_grad": model.module.bias.grad.clone()}
@@ -170,7 +186,9 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Tenso
 
 
 @pytest.mark.parametrize("sampler", list(SAMPLERS))
-def test_two_ranks_equal_one_process_with_the_whole_batch(sampler: str, two_ranks: tuple[dict[str, Tensor], list[dict[str, Tensor]]]) -> None:
+def test_two_ranks_equal_one_process_with_the_whole_batch(
+    sampler: str, two_ranks: tuple[dict[str, Tensor], list[dict[str, Tensor]]]
+) -> None:
     inputs, ranks = two_ranks
     head_inputs = (inputs["x1"], inputs["x2"])
     z1 = inputs["z1"].clone().requires_grad_(True)
@@ -186,7 +204,9 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(sampler: str, two_rank
     layer = projection_layer(inputs)
     projected = layer(torch.cat(head_inputs))
     size = WORLD_SIZE * RANK_BATCH
-    projected_loss = contrastive_loss(projected[:size], projected[size:], inputs["labels"], sampler=sampler, head_inputs=head_inputs, **SAMPLER_OPTIONS)
+    projected_loss = contrastive_loss(
+        projected[:size], projected[size:], inputs["labels"], sampler=sampler, head_inputs=head_inputs, **SAMPLER_OPTIONS
+    )
     projected_loss.backward()
     for rank in ranks:
         torch.testing.assert_close(rank[f"{sampler}/weight_grad"], layer.weight.grad, rtol=0, atol=TOLERANCE)
@@ -291,7 +311,7 @@ def test_without_torchrun_the_context_is_one_process_that_passes_views_through(m
 
 @pytest.mark.slow
 def test_two_process_torchrun_pretrain_writes_an_encoder_that_embed_and_the_evaluations_accept(tmp_path: Path) -> None:
-    """Issue 7, Must show 2: ``torchrun --nproc-per-node 2 -m hcl_cli pretrain`` on the CPU (gloo)."""
+    """``torchrun --nproc-per-node 2 -m hcl_cli pretrain`` on the CPU (gloo)."""
     data, models = tmp_path / "prepared", tmp_path / "models"
     prepare.run(PrepareConfig(test_fraction=0.8, out=str(data)))
     pretrain = [*TORCHRUN, "-m", "hcl_cli", "pretrain", "--device", "cpu", "--epochs", "1", "--batch-size", "16", "--sampler", "hscl"]

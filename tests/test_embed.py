@@ -36,7 +36,9 @@ def encoder(digits: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             module.running_var.uniform_(0.5, 2.0)
     card = load_card(digits)
     path = tmp_path_factory.mktemp("models") / "encoder.safetensors"
-    save_encoder(path, model, {"config": {"sampler": "hucl"}, "epoch": 7, "seed": 0, "dataset": "digits", "mean": card.mean, "std": card.std})
+    save_encoder(
+        path, model, {"config": {"sampler": "hucl"}, "epoch": 7, "seed": 0, "dataset": "digits", "mean": card.mean, "std": card.std}
+    )
     return path
 
 
@@ -72,7 +74,11 @@ def test_embed_uses_the_eval_transform_and_running_statistics(digits: Path, enco
 
 def test_embed_refuses_an_encoder_trained_on_other_images(digits: Path, tmp_path: Path) -> None:
     other = tmp_path / "encoder.safetensors"
-    save_encoder(other, build_model("small_cnn", 3, 16, PROJECTION_DIM), {"config": {}, "epoch": 1, "seed": 0, "dataset": "x", "mean": [0.5] * 3, "std": [0.2] * 3})
+    save_encoder(
+        other,
+        build_model("small_cnn", 3, 16, PROJECTION_DIM),
+        {"config": {}, "epoch": 1, "seed": 0, "dataset": "x", "mean": [0.5] * 3, "std": [0.2] * 3},
+    )
     with pytest.raises(HclError, match=r"trained on 3x16x16 images, but .* holds 1x8x8"):
         embed.run(EmbedConfig(data=str(digits), model=str(other), out=str(tmp_path / "e.safetensors"), device="cpu"))
     assert not (tmp_path / "e.safetensors").exists()

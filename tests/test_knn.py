@@ -16,7 +16,9 @@ TEMPERATURE = 0.5
 ToyData = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def brute_force_scores(bank: torch.Tensor, bank_labels: torch.Tensor, queries: torch.Tensor, k: int, temperature: float = TEMPERATURE) -> tuple[torch.Tensor, torch.Tensor]:
+def brute_force_scores(
+    bank: torch.Tensor, bank_labels: torch.Tensor, queries: torch.Tensor, k: int, temperature: float = TEMPERATURE
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The plain definition in float64: the full (Q, N) cosine matrix, its top-k, and each class's log of
     summed votes exp(cos / T), less the query's top cos / T (the form knn_predict returns)."""
     cosines = F.normalize(queries.double(), dim=1) @ F.normalize(bank.double(), dim=1).T
@@ -48,7 +50,16 @@ def test_chunked_knn_equals_brute_force(toy_data: ToyData, chunk_size: int, bank
     bank, bank_labels, queries, query_labels = toy_data
     reference, reference_neighbours = brute_force_scores(bank, bank_labels, queries, K)
     _, neighbours = nearest_neighbours(bank, queries, k=K, chunk_size=chunk_size, bank_chunk_size=bank_chunk_size)
-    scores = knn_predict(bank, bank_labels, queries, k=K, temperature=TEMPERATURE, num_classes=NUM_CLASSES, chunk_size=chunk_size, bank_chunk_size=bank_chunk_size)
+    scores = knn_predict(
+        bank,
+        bank_labels,
+        queries,
+        k=K,
+        temperature=TEMPERATURE,
+        num_classes=NUM_CLASSES,
+        chunk_size=chunk_size,
+        bank_chunk_size=bank_chunk_size,
+    )
     assert torch.equal(neighbours, reference_neighbours)
     torch.testing.assert_close(scores, reference, rtol=1e-5, atol=1e-5)
     assert torch.equal(scores.argmax(dim=1), reference.argmax(dim=1))
@@ -58,14 +69,18 @@ def test_chunked_knn_equals_brute_force(toy_data: ToyData, chunk_size: int, bank
 
 def test_knn_beats_chance_and_top5_is_at_least_top1(toy_data: ToyData) -> None:
     bank, bank_labels, queries, query_labels = toy_data
-    scores = knn_predict(bank, bank_labels, queries, k=K, temperature=TEMPERATURE, num_classes=NUM_CLASSES, chunk_size=8, bank_chunk_size=64)
+    scores = knn_predict(
+        bank, bank_labels, queries, k=K, temperature=TEMPERATURE, num_classes=NUM_CLASSES, chunk_size=8, bank_chunk_size=64
+    )
     accuracy = topk_accuracy(scores, query_labels)
     assert accuracy[1] > 2 / NUM_CLASSES and accuracy[5] >= accuracy[1]
 
 
 def test_k_equal_to_the_bank_sums_every_vote(toy_data: ToyData) -> None:
     bank, bank_labels, queries, _ = toy_data
-    scores = knn_predict(bank, bank_labels, queries, k=len(bank), temperature=TEMPERATURE, num_classes=NUM_CLASSES, chunk_size=16, bank_chunk_size=70)
+    scores = knn_predict(
+        bank, bank_labels, queries, k=len(bank), temperature=TEMPERATURE, num_classes=NUM_CLASSES, chunk_size=16, bank_chunk_size=70
+    )
     torch.testing.assert_close(scores, brute_force_scores(bank, bank_labels, queries, len(bank))[0], rtol=1e-5, atol=1e-5)
 
 
@@ -74,7 +89,9 @@ def test_low_and_high_temperatures_rank_classes_as_a_float64_reference(toy_data:
     """exp(cos / T) overflows float32 below T of about 0.011; the log-domain votes rank like float64 at any T."""
     bank, bank_labels, queries, query_labels = toy_data
     reference, _ = brute_force_scores(bank, bank_labels, queries, K, temperature)
-    scores = knn_predict(bank, bank_labels, queries, k=K, temperature=temperature, num_classes=NUM_CLASSES, chunk_size=7, bank_chunk_size=13)
+    scores = knn_predict(
+        bank, bank_labels, queries, k=K, temperature=temperature, num_classes=NUM_CLASSES, chunk_size=7, bank_chunk_size=13
+    )
     assert not scores.isnan().any() and (scores < float("inf")).all()
     assert torch.equal(class_ranking(scores), class_ranking(reference))
     assert topk_accuracy(scores, query_labels) == topk_accuracy(reference, query_labels)
@@ -119,7 +136,12 @@ def test_near_duplicates_at_t_0_01_are_not_flattened_by_overflow() -> None:
     for query in queries:
         directions = torch.randn(4, 32, generator=generator)
         orthogonal = F.normalize(directions - (directions @ query)[:, None] * query, dim=1)
-        for cosine, label, direction in ((0.99, 1, orthogonal[0]), (0.9, 0, orthogonal[1]), (0.9, 0, orthogonal[2]), (0.9, 0, orthogonal[3])):
+        for cosine, label, direction in (
+            (0.99, 1, orthogonal[0]),
+            (0.9, 0, orthogonal[1]),
+            (0.9, 0, orthogonal[2]),
+            (0.9, 0, orthogonal[3]),
+        ):
             bank.append(cosine * query + (1 - cosine**2) ** 0.5 * direction)
             labels.append(label)
     bank_tensor, bank_labels = torch.stack(bank), torch.tensor(labels)

@@ -6,7 +6,15 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hcl_cli"
-LIGHT = ("hcl_cli.cli", "hcl_cli.config", "hcl_cli.options", "hcl_cli.params", "hcl_cli.errors", "hcl_cli.objectives.registry", "hcl_cli.objectives.schedules")
+LIGHT = (
+    "hcl_cli.cli",
+    "hcl_cli.config",
+    "hcl_cli.options",
+    "hcl_cli.params",
+    "hcl_cli.errors",
+    "hcl_cli.objectives.registry",
+    "hcl_cli.objectives.schedules",
+)
 """What `hcl --help` imports: none of it may import torch at module level."""
 
 
@@ -51,7 +59,9 @@ def test_no_import_cycles() -> None:
 
 def test_the_command_line_modules_import_no_torch() -> None:
     for module in LIGHT:
-        heavy = {name for name in GRAPH[module] if name.split(".")[0] in ("torch", "torchvision", "kornia", "numpy", "sklearn", "matplotlib")}
+        heavy = {
+            name for name in GRAPH[module] if name.split(".")[0] in ("torch", "torchvision", "kornia", "numpy", "sklearn", "matplotlib")
+        }
         assert not heavy, f"{module} imports {sorted(heavy)}"
         inner = {name for name in GRAPH[module] if name in GRAPH and name not in LIGHT and not name.startswith("hcl_cli.stages")}
         assert not inner, f"{module} imports {sorted(inner)}, which `hcl --help` would then load"

@@ -31,7 +31,14 @@ def test_a_second_pretrain_into_the_same_folder_exits_before_training(prepared_d
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "models")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        config = PretrainConfig(data=str(prepared_digits(0.95)), out=str(tmp_path / "models"), live_dir=str(tmp_path / "live"), epochs=1, batch_size=16, device="cpu")
+        config = PretrainConfig(
+            data=str(prepared_digits(0.95)),
+            out=str(tmp_path / "models"),
+            live_dir=str(tmp_path / "live"),
+            epochs=1,
+            batch_size=16,
+            device="cpu",
+        )
         with pytest.raises(HclError, match=rf"in use by another run \(hcl pretrain, pid {holder.pid}\)"):
             pretrain.run(config)
         assert not (tmp_path / "models" / "checkpoints").exists()

@@ -15,7 +15,16 @@ from hcl_cli.models import ContrastiveModel, ProjectionHead, build_model, load_e
 META = {"mean": [0.3], "std": [0.4], "config": {"sampler": "hucl", "beta": 1.0}, "epoch": 3, "seed": 7, "dataset": "digits"}
 
 
-@pytest.mark.parametrize(("arch", "size", "expected"), [("auto", 8, "small_cnn"), ("auto", 16, "small_cnn"), ("auto", 32, "resnet18"), ("resnet50", 8, "resnet50"), ("small_cnn", 96, "small_cnn")])
+@pytest.mark.parametrize(
+    ("arch", "size", "expected"),
+    [
+        ("auto", 8, "small_cnn"),
+        ("auto", 16, "small_cnn"),
+        ("auto", 32, "resnet18"),
+        ("resnet50", 8, "resnet50"),
+        ("small_cnn", 96, "small_cnn"),
+    ],
+)
 def test_resolve_arch(arch: str, size: int, expected: str) -> None:
     assert resolve_arch(arch, size) == expected
 
@@ -29,7 +38,10 @@ def test_unknown_arch_is_a_usage_error() -> None:
         build_model("small_cnn", 1, 6, 128)
 
 
-@pytest.mark.parametrize(("arch", "channels", "size", "feature_dim"), [("small_cnn", 1, 8, 128), ("resnet18", 3, 32, 512), ("resnet50", 3, 32, 2048), ("resnet18", 1, 96, 512)])
+@pytest.mark.parametrize(
+    ("arch", "channels", "size", "feature_dim"),
+    [("small_cnn", 1, 8, 128), ("resnet18", 3, 32, 512), ("resnet50", 3, 32, 2048), ("resnet18", 1, 96, 512)],
+)
 def test_forward_shapes(arch: str, channels: int, size: int, feature_dim: int) -> None:
     model = build_model(arch, channels, size, projection_dim=16)
     features, hidden, z = model(torch.randn(2, channels, size, size))
@@ -105,7 +117,13 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert not loaded.training
     assert sidecar.kind == "encoder"
     assert {key: getattr(sidecar, key) for key in META} == META
-    assert (sidecar.arch, sidecar.in_channels, sidecar.image_size, sidecar.projection_dim, sidecar.feature_dim) == ("small_cnn", 1, 8, 16, 128)
+    assert (sidecar.arch, sidecar.in_channels, sidecar.image_size, sidecar.projection_dim, sidecar.feature_dim) == (
+        "small_cnn",
+        1,
+        8,
+        16,
+        128,
+    )
     assert "torch" in sidecar.versions
     original, restored = model.state_dict(), loaded.state_dict()
     assert original.keys() == restored.keys()

@@ -10,7 +10,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for folder in ("hcl_cli", "benchmarks") for p in (ROOT / folder).rglob("*.py"))
-UNPICKLING_CALLS = {("torch", "load"), ("pickle", "load"), ("pickle", "loads"), ("np", "load"), ("numpy", "load"), ("joblib", "load"), ("dill", "load"), ("cloudpickle", "load")}
+UNPICKLING_CALLS = {
+    ("torch", "load"),
+    ("pickle", "load"),
+    ("pickle", "loads"),
+    ("np", "load"),
+    ("numpy", "load"),
+    ("joblib", "load"),
+    ("dill", "load"),
+    ("cloudpickle", "load"),
+}
 UNPICKLING_MODULES = {"pickle", "cPickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}
 
 

@@ -59,7 +59,12 @@ def _write_cifar10(root: Path, monkeypatch: pytest.MonkeyPatch, rng: np.random.G
     written = {}
     for name, count in batches.items():
         images, labels = _random_images(rng, count, 32), rng.integers(0, 10, count)
-        batch = {"batch_label": name, "labels": labels.tolist(), "data": images.reshape(count, 3072), "filenames": [f"{i}.png" for i in range(count)]}
+        batch = {
+            "batch_label": name,
+            "labels": labels.tolist(),
+            "data": images.reshape(count, 3072),
+            "filenames": [f"{i}.png" for i in range(count)],
+        }
         _pickle(folder / name, batch)
         written[name] = (images, labels)
     _pickle(folder / "batches.meta", {"num_cases_per_batch": 3, "label_names": CIFAR10_CLASSES, "num_vis": 3072})
@@ -121,7 +126,10 @@ def _run_cli(args: list[str]) -> int:
 
 def _assert_no_output(out: Path) -> None:
     assert not out.exists()
-    assert not out.parent.exists() or [entry.name for entry in out.parent.iterdir() if entry.name.startswith((f".{out.name}.", f".hcl.{out.name}."))] == []
+    assert (
+        not out.parent.exists()
+        or [entry.name for entry in out.parent.iterdir() if entry.name.startswith((f".{out.name}.", f".hcl.{out.name}."))] == []
+    )
 
 
 def test_digits_counts_split_and_pixel_values(tmp_path: Path) -> None:
@@ -189,7 +197,12 @@ def test_cifar100_python_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     written = {}
     for split, count in (("train", 6), ("test", 3)):
         images, labels = _random_images(rng, count, 32), rng.integers(0, 100, count)
-        batch = {"batch_label": split, "fine_labels": labels.tolist(), "coarse_labels": (labels // 5).tolist(), "data": images.reshape(count, 3072)}
+        batch = {
+            "batch_label": split,
+            "fine_labels": labels.tolist(),
+            "coarse_labels": (labels // 5).tolist(),
+            "data": images.reshape(count, 3072),
+        }
         _pickle(folder / split, {**batch, "filenames": [f"{i}.png" for i in range(count)]})
         written[split] = (images, labels)
     _pickle(folder / "meta", {"fine_label_names": fine_names, "coarse_label_names": coarse_names})
@@ -361,7 +374,11 @@ def _out_contains_the_path(root: Path) -> list[str]:
         (_foreign_test_classes, 1, "missing: b; extra: c"),
         (_only_corrupt_files, 1, "no readable image in class folder(s): b"),
         (_mixed_sizes, 2, "pass --image-size"),
-        (_test_fraction_below_one_image_per_class, 2, "--test-fraction 0.001 leaves 1795 train and 2 test images of 1797, but each split needs at least one image per class (10 classes)"),
+        (
+            _test_fraction_below_one_image_per_class,
+            2,
+            "--test-fraction 0.001 leaves 1795 train and 2 test images of 1797, but each split needs at least one image per class (10 classes)",
+        ),
         (_test_fraction_above_one_image_per_class, 2, "--test-fraction 0.999 leaves 1 train and 1796 test images of 1797"),
         (_out_is_the_path, 2, "--out data/prepared is also the input --path data/prepared: choose another --out"),
         (_out_contains_the_path, 2, "--out data/prepared is also the input --path data/prepared/raw ("),
@@ -384,7 +401,9 @@ def test_bad_input_gives_one_line_and_no_output(
     _assert_no_output(tmp_path / "data" / "prepared")
 
 
-def test_offline_without_files_names_what_to_put_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_offline_without_files_names_what_to_put_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def offline(*args: object, **kwargs: object) -> None:
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
@@ -424,7 +443,10 @@ def test_a_card_json_does_not_make_a_users_folder_replaceable(tmp_path: Path, ca
     code = _run_cli(["prepare", "--out", str(out)])
     errors = capsys.readouterr().err.splitlines()
     assert code == 1 and len(errors) == 1
-    assert errors[0] == f"hcl prepare: error: --out {out} is a folder that hcl prepare did not write (no {OWNED_FILES}): give a new or empty folder"
+    assert (
+        errors[0]
+        == f"hcl prepare: error: --out {out} is a folder that hcl prepare did not write (no {OWNED_FILES}): give a new or empty folder"
+    )
     assert sorted(p.name for p in out.iterdir()) == ["card.json", "thesis.tex"] and (out / "thesis.tex").read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
@@ -434,7 +456,11 @@ def test_a_file_added_to_a_prepared_folder_is_never_deleted(tmp_path: Path, caps
     (out / "notes.txt").write_text("mine")
     code = _run_cli(["prepare", "--seed", "2", "--out", str(out)])
     error = capsys.readouterr().err.strip()
-    assert code == 1 and error == f"hcl prepare: error: --out {out} holds files that hcl prepare did not write (notes.txt): move them away or give another folder"
+    assert (
+        code == 1
+        and error
+        == f"hcl prepare: error: --out {out} holds files that hcl prepare did not write (notes.txt): move them away or give another folder"
+    )
     assert (out / "notes.txt").read_text() == "mine" and load_card(out).seed == 0
 
 
@@ -470,7 +496,9 @@ def _regular_file(tmp_path: Path) -> Path:
         (_symlink_to_a_prepared_folder, "is a symbolic link: give the prepared dataset folder itself"),
     ],
 )
-def test_out_must_be_a_real_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str], make_out: Callable[[Path], Path], message: str) -> None:
+def test_out_must_be_a_real_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make_out: Callable[[Path], Path], message: str
+) -> None:
     out = make_out(tmp_path)
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     code = _run_cli(["prepare", "--out", str(out)])

@@ -46,8 +46,16 @@ def test_every_preset_passes_the_stages_validation_and_sets_only_what_its_sample
         CONFIGS[group](**values)  # raises on any value the stage would refuse
     pretrain = PretrainConfig(**groups["pretrain"])
     assert pretrain.ignored_changes() == [], "every sampler option a preset sets away from its default is read by its sampler"
-    assert pretrain.arch == "resnet50" and pretrain.projection_dim == 128 and (pretrain.lr, pretrain.weight_decay) == (1e-3, 1e-6)
-    assert pretrain.sampler_options["temperature"] == 0.5 and pretrain.blur
+    assert pretrain.projection_dim == 128 and (pretrain.lr, pretrain.weight_decay) == (1e-3, 1e-6) and pretrain.blur
+    if pretrain.queue_size:  # HCL App. C.1 on MoCo-v2: its queue, batch and temperature
+        assert (pretrain.queue_size, pretrain.batch_size, pretrain.epochs, pretrain.sampler_options["temperature"]) == (
+            65536,
+            128,
+            200,
+            0.2,
+        )
+    else:  # SimCLR's setting, as HCL's code runs it
+        assert pretrain.arch == "resnet50" and pretrain.sampler_options["temperature"] == 0.5
     assert LinearConfig(**groups["linear"]).params() | PAPER_LINEAR == LinearConfig(**groups["linear"]).params(), "the papers' readout"
     assert re.fullmatch(r"\d+\.\d+", preset.top1) and preset.note and preset.paper in ("HCL", "H-SCL", "HCL-OT", "UnDiMix")
 

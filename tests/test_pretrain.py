@@ -139,7 +139,7 @@ def test_the_paper_variants_train(digits: Path, tmp_path: Path, options: dict[st
 
 
 def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_path: Path) -> None:
-    """Issue 4's CPU smoke run: ResNet-18 (CIFAR stem) and kornia's batched SimCLR augmentation on a
+    """The CPU smoke run: ResNet-18 (CIFAR stem) and kornia's batched SimCLR augmentation on a
     tiny test-made image folder of 32x32 RGB images (two classes), one epoch."""
     generator = np.random.default_rng(0)
     for split, count in (("train", 16), ("test", 4)):
@@ -158,7 +158,9 @@ def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_pa
     assert math.isfinite(logged(tmp_path, "loss")[0])
 
 
-def test_the_training_log_is_plain_files_even_in_a_git_repository_without_commits(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_training_log_is_plain_files_even_in_a_git_repository_without_commits(
+    digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No dvclive (the GPU images have none) and no Git or DVC hooks: the log is written in dvclive's layout by hcl."""
     monkeypatch.setitem(sys.modules, "dvclive", None)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
@@ -192,7 +194,9 @@ def test_a_non_finite_step_stops_with_the_last_good_checkpoint_and_no_encoder(
         return loss, stats
 
     monkeypatch.setattr(step, "contrastive_loss", poisoned_loss)
-    with pytest.raises(HclError, match=rf"non-finite {where} at epoch 1, step 3 .*last good checkpoint: .*epoch-0000-step-000002\.safetensors") as error:
+    with pytest.raises(
+        HclError, match=rf"non-finite {where} at epoch 1, step 3 .*last good checkpoint: .*epoch-0000-step-000002\.safetensors"
+    ) as error:
         pretrain.run(tiny_config(digits, tmp_path, checkpoint_every=2))
 
     assert "\n" not in str(error.value)
@@ -209,7 +213,9 @@ def test_resume_with_other_parameters_is_a_usage_error(digits: Path, tmp_path: P
         pretrain.run(tiny_config(digits, tmp_path, epochs=1, resume=True))
 
 
-def test_restart_on_change_trains_afresh_like_a_run_without_resume(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restart_on_change_trains_afresh_like_a_run_without_resume(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """What dvc.yaml relies on: a changed parameter with --resume --restart-on-change is a new run."""
     pretrain.run(tiny_config(digits, tmp_path / "fresh", sampler="ucl"))
     pretrain.run(tiny_config(digits, tmp_path / "rerun"))
@@ -221,7 +227,9 @@ def test_restart_on_change_trains_afresh_like_a_run_without_resume(digits: Path,
     assert all(torch.equal(rerun[name], tensor) for name, tensor in fresh.items())
 
 
-def test_restart_on_change_retrains_a_finished_run_and_logs_every_epoch(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restart_on_change_retrains_a_finished_run_and_logs_every_epoch(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """What `dvc repro` after a code change (or --force) relies on: the finished run is not a no-op."""
     pretrain.run(tiny_config(digits, tmp_path, epochs=2))
     first, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
@@ -233,7 +241,9 @@ def test_restart_on_change_retrains_a_finished_run_and_logs_every_epoch(digits: 
     assert len(logged(tmp_path, "loss")) == 2
 
 
-def test_resume_of_a_finished_run_by_hand_rewrites_the_same_encoder(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_of_a_finished_run_by_hand_rewrites_the_same_encoder(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pretrain.run(tiny_config(digits, tmp_path, epochs=2))
     first, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
     pretrain.run(tiny_config(digits, tmp_path, epochs=2, resume=True))
@@ -243,14 +253,18 @@ def test_resume_of_a_finished_run_by_hand_rewrites_the_same_encoder(digits: Path
     assert all(torch.equal(again[name], tensor) for name, tensor in first.items())
 
 
-def test_a_parameter_the_sampler_ignores_gets_a_warning_before_training(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_parameter_the_sampler_ignores_gets_a_warning_before_training(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pretrain.run(tiny_config(digits, tmp_path, sampler="ucl", beta=2.0, tau_plus=0.1))
     err = capsys.readouterr().err
     assert "warning: beta = 2.0 is not read by the ucl sampler (used by hucl, hscl)" in err
     assert "tau_plus" not in err, "tau_plus is at its default"
 
 
-def test_max_steps_stops_mid_epoch_with_a_checkpoint_and_the_encoder_and_resumes_to_the_full_run(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_max_steps_stops_mid_epoch_with_a_checkpoint_and_the_encoder_and_resumes_to_the_full_run(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """89 images, batches of 16: 5 steps per epoch. --max-steps 7 stops in epoch 2 after its second step."""
     pretrain.run(tiny_config(digits, tmp_path / "full", epochs=2))
     pretrain.run(tiny_config(digits, tmp_path / "cut", epochs=2, max_steps=7))
@@ -272,3 +286,20 @@ def test_the_startup_line_and_the_eta_say_what_runs(digits: Path, tmp_path: Path
     captured = capsys.readouterr()
     assert "hcl pretrain: hucl on cpu, small_cnn, digits (89 images of 1x8x8), 3 epochs of 5 steps of 16: 15 steps" in captured.out
     assert re.search(r"hcl pretrain: \S+ s per step: about \d+ s to go", captured.err)
+
+
+def test_an_emptied_metrics_file_does_not_stop_a_resume(digits: Path, tmp_path: Path) -> None:
+    """A kill while the log was written once left metrics.json empty; the log is rebuilt from the checkpoint."""
+    pretrain.run(tiny_config(digits, tmp_path, epochs=3))
+    (tmp_path / "dvclive" / "metrics.json").write_text("")
+    (tmp_path / "dvclive" / "plots" / "metrics" / "loss.tsv").write_bytes(b"\x00\xff garbage")
+    pretrain.run(tiny_config(digits, tmp_path, epochs=4, resume=True))
+    assert len(logged(tmp_path, "loss")) == 4
+    assert json.loads((tmp_path / "dvclive" / "metrics.json").read_text())["step"] == 3
+
+
+def test_an_unwritable_output_folder_fails_before_training(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setattr(step, "build_training", lambda *args: pytest.fail("training was set up"))
+    with pytest.raises(HclError, match=r"cannot write .*a-file/models"):
+        pretrain.run(tiny_config(digits, tmp_path / "a-file"))

@@ -125,7 +125,15 @@ class TrainingRun:
         return self.store.save(self.step.state, self.step.optimizer, position, loop_state, self.identity)
 
 
-def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, loss_options: dict[str, Any], totals: EpochTotals, stop: StopRequest, clock: RunClock) -> int:
+def train_one_epoch(
+    training: TrainingRun,
+    epoch: int,
+    first_step: int,
+    loss_options: dict[str, Any],
+    totals: EpochTotals,
+    stop: StopRequest,
+    clock: RunClock,
+) -> int:
     """Steps ``first_step..`` of ``epoch``, adding to ``totals``; returns the steps of the epoch done.
 
     Stops early, after the step that reaches ``max_steps`` in total. Saves a checkpoint every
@@ -139,7 +147,13 @@ def train_one_epoch(training: TrainingRun, epoch: int, first_step: int, loss_opt
     steps = len(batches)
     last = steps if not config.max_steps else min(steps, config.max_steps - epoch * steps)
     progress = tqdm(
-        range(first_step, last), initial=first_step, total=steps, desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", disable=None if context.is_main else True, leave=False
+        range(first_step, last),
+        initial=first_step,
+        total=steps,
+        desc=f"epoch {epoch + 1}/{config.epochs}",
+        unit="step",
+        disable=None if context.is_main else True,
+        leave=False,
     )
     for index in progress:
         batch = batches[index]
@@ -175,7 +189,9 @@ def epoch_order(size: int, seed: int, epoch: int) -> Tensor:
 def interrupted(stop: StopRequest, position: TrainingPosition, checkpoint: Path) -> TrainingInterrupted:
     """The error that ends a run stopped by a signal, saying where its checkpoint is and how to go on."""
     how = "run dvc repro again" if training_under_dvc() else "rerun with --resume"
-    return TrainingInterrupted(f"stopped by {stop.signal_name} ({position.describe()}); checkpoint saved to {checkpoint}; {how} to continue", stop.signum or 0)
+    return TrainingInterrupted(
+        f"stopped by {stop.signal_name} ({position.describe()}); checkpoint saved to {checkpoint}; {how} to continue", stop.signum or 0
+    )
 
 
 def training_under_dvc() -> bool:
@@ -209,5 +225,7 @@ def resume_from(training: TrainingRun) -> Checkpoint | None:
             print(f"hcl pretrain: {mismatch.reason}: starting over (--restart-on-change)")
         return None
     if checkpoint is not None and not isinstance(checkpoint.loop_state.get("history"), list):
-        raise HclError(f"{checkpoint.path}: the sidecar records no training 'history' (made by an older hcl): run without --resume to start over")
+        raise HclError(
+            f"{checkpoint.path}: the sidecar records no training 'history' (made by an older hcl): run without --resume to start over"
+        )
     return checkpoint

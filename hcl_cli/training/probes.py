@@ -46,7 +46,16 @@ class KnnProbe:
         bank = torch.randperm(len(bank_labels), generator=generator)[:KNN_PROBE_BANK]
         queries = torch.randperm(len(query_labels), generator=generator)[:KNN_PROBE_QUERIES]
         transform = build_eval_transform(card.mean, card.std)
-        return cls(bank_images[bank], bank_labels[bank], query_images[queries], query_labels[queries], transform, card.num_classes, batch_size, KnnConfig())
+        return cls(
+            bank_images[bank],
+            bank_labels[bank],
+            query_images[queries],
+            query_labels[queries],
+            transform,
+            card.num_classes,
+            batch_size,
+            KnnConfig(),
+        )
 
     def __call__(self, model: ContrastiveModel) -> float:
         bank, _ = encode(model, self.transform, self.bank_images, self.batch_size, description="kNN probe bank")

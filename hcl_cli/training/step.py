@@ -79,7 +79,11 @@ class TrainingStep:
     @property
     def state(self) -> nn.Module:
         """What a checkpoint holds besides the optimizer: the model, and with a queue the key encoder and the queue too."""
-        parts = {"model": self.model, **({"queue": self.queue} if self.queue is not None else {}), **({"learned": self.learned} if len(self.learned) else {})}
+        parts = {
+            "model": self.model,
+            **({"queue": self.queue} if self.queue is not None else {}),
+            **({"learned": self.learned} if len(self.learned) else {}),
+        }
         return self.model if len(parts) == 1 else nn.ModuleDict(parts)
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: dict[str, Any]) -> StepResult:
@@ -113,7 +117,9 @@ class TrainingStep:
         (loss * self.context.loss_scale).backward()
         parameters = [*self.network.parameters(), *self.learned.parameters()]
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
-        values = torch.stack([self.context.reduce_sum(loss), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]).tolist()
+        values = torch.stack(
+            [self.context.reduce_sum(loss), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]
+        ).tolist()
         result = StepResult(*values)
         if result.finite:
             self.optimizer.step()
@@ -151,10 +157,14 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
     if on_cuda:
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card.mean, card.std, blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
-    learned = nn.ParameterDict({name: nn.Parameter(value) for name, value in config.spec.learned_tensors(config.sampler_options).items()}).to(device)
+    learned = nn.ParameterDict(
+        {name: nn.Parameter(value) for name, value in config.spec.learned_tensors(config.sampler_options).items()}
+    ).to(device)
     if len(learned) and context.world_size > 1:
         raise UsageError(f"learned loss tensors ({', '.join(learned)}) are not supported under torchrun yet: run in one process")
-    optimizer = torch.optim.Adam([*model.parameters(), *learned.parameters()], lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda)
+    optimizer = torch.optim.Adam(
+        [*model.parameters(), *learned.parameters()], lr=config.lr, weight_decay=config.weight_decay, fused=on_cuda
+    )
     queue = None
     if config.queue_size:
         feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0
