@@ -28,11 +28,9 @@ import tempfile
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_samplers import median_ratio, timed_step
-from benchmarks.common import load_average, prepared, write_result
+from benchmarks.common import interleaved_step_times, load_average, median_ratio, prepared, write_result
 from hcl_cli.config import PretrainConfig
 from hcl_cli.datasets import load_split
 from hcl_cli.distributed import distributed_context
@@ -84,17 +82,7 @@ def main() -> None:
             if steps[size].queue is not None:
                 full = torch.randn(size, args.projection_dim, generator=torch.Generator().manual_seed(SEED)).to(device)
                 steps[size].queue.push(full, torch.zeros(size // 2, dtype=torch.int64, device=device))
-        wall: dict[int, list[float]] = {size: [] for size in sizes}
-        cpu: dict[int, list[float]] = {size: [] for size in sizes}
-        batches = torch.Generator().manual_seed(SEED)
-        for repeat in tqdm(range(-args.warmup, args.repeats), desc="repetitions", disable=None):
-            batch = torch.randperm(len(images), generator=batches)[: args.batch_size].to(device)
-            shift = repeat % len(sizes)
-            for size in sizes[shift:] + sizes[:shift]:
-                wall_seconds, cpu_seconds = timed_step(steps[size], images[batch], labels[batch], configs[size])
-                if repeat >= 0:
-                    wall[size].append(wall_seconds)
-                    cpu[size].append(cpu_seconds)
+        wall, cpu = interleaved_step_times(steps, configs, images, labels, args.batch_size, args.warmup, args.repeats, SEED)
 
     results = {}
     for size in sizes:

@@ -24,37 +24,20 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import load_average, prepared, synchronize, write_result
+from benchmarks.common import interleaved_step_times, load_average, median_ratio, prepared, write_result
 from hcl_cli.config import PretrainConfig
 from hcl_cli.datasets import load_split
 from hcl_cli.distributed import distributed_context
 from hcl_cli.objectives.registry import SAMPLERS
-from hcl_cli.training.step import TrainingStep, build_training
+from hcl_cli.training.step import build_training
 
 TARGETS = {"debiased": 1.05, "hucl": 1.05, "scl": 1.05, "hscl": 1.05, "ot": 1.25, "undimix": 1.5}
 SEED = 0
-
-
-def timed_step(step: TrainingStep, images: torch.Tensor, labels: torch.Tensor, config: PretrainConfig) -> tuple[float, float]:
-    """Wall-clock and CPU seconds of one call of the product's training step."""
-    device = images.device
-    synchronize(device)
-    start, start_cpu = time.perf_counter(), time.process_time()
-    step(images, labels, config.loss_options(0))
-    synchronize(device)
-    return time.perf_counter() - start, time.process_time() - start_cpu
-
-
-def median_ratio(times: list[float], baseline: list[float]) -> float:
-    """Median over repetitions of a sampler's step time over the ucl step of the same repetition."""
-    return statistics.median(t / b for t, b in zip(times, baseline))
 
 
 def main() -> None:
@@ -81,17 +64,7 @@ def main() -> None:
             context.seed_everything(SEED)
             steps[name] = build_training(config, card, context)[1]
         samplers = list(SAMPLERS)
-        wall: dict[str, list[float]] = {name: [] for name in samplers}
-        cpu: dict[str, list[float]] = {name: [] for name in samplers}
-        batches = torch.Generator().manual_seed(SEED)
-        for repeat in tqdm(range(-args.warmup, args.repeats), desc="repetitions", disable=None):
-            batch = torch.randperm(len(images), generator=batches)[: args.batch_size].to(device)
-            shift = repeat % len(samplers)
-            for name in samplers[shift:] + samplers[:shift]:
-                wall_seconds, cpu_seconds = timed_step(steps[name], images[batch], labels[batch], configs[name])
-                if repeat >= 0:
-                    wall[name].append(wall_seconds)
-                    cpu[name].append(cpu_seconds)
+        wall, cpu = interleaved_step_times(steps, configs, images, labels, args.batch_size, args.warmup, args.repeats, SEED)
 
     results = {}
     for name in samplers:

@@ -11,12 +11,14 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PrepareConfig, PretrainConfig
@@ -25,7 +27,7 @@ from hcl_cli.distributed import DistributedContext
 from hcl_cli.stages import prepare
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
-from hcl_cli.training.step import build_training
+from hcl_cli.training.step import TrainingStep, build_training
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -104,3 +106,45 @@ def timed_epochs(training: TrainingRun, epochs: int, warmup: int) -> list[float]
 def cpu_count() -> int:
     """The CPUs this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def timed_step(step: TrainingStep, images: torch.Tensor, labels: torch.Tensor, config: PretrainConfig) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of one call of the product's training step."""
+    device = images.device
+    synchronize(device)
+    start, start_cpu = time.perf_counter(), time.process_time()
+    step(images, labels, config.loss_options(0))
+    synchronize(device)
+    return time.perf_counter() - start, time.process_time() - start_cpu
+
+
+def median_ratio(times: list[float], baseline: list[float]) -> float:
+    """Median over repetitions of a step's time over the baseline step of the same repetition."""
+    return statistics.median(t / b for t, b in zip(times, baseline))
+
+
+def interleaved_step_times(
+    steps: dict[Any, TrainingStep],
+    configs: dict[Any, PretrainConfig],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    batch_size: int,
+    warmup: int,
+    repeats: int,
+    seed: int,
+) -> tuple[dict[Any, list[float]], dict[Any, list[float]]]:
+    """Wall and CPU seconds of every step on the same random batches, their order rotated each repetition
+    so that no step always runs first (after ``warmup`` untimed repetitions)."""
+    names = list(steps)
+    wall: dict[Any, list[float]] = {name: [] for name in names}
+    cpu: dict[Any, list[float]] = {name: [] for name in names}
+    batches = torch.Generator().manual_seed(seed)
+    for repeat in tqdm(range(-warmup, repeats), desc="repetitions", disable=None):
+        batch = torch.randperm(len(images), generator=batches)[:batch_size].to(images.device)
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            wall_seconds, cpu_seconds = timed_step(steps[name], images[batch], labels[batch], configs[name])
+            if repeat >= 0:
+                wall[name].append(wall_seconds)
+                cpu[name].append(cpu_seconds)
+    return wall, cpu
