@@ -29,7 +29,8 @@ from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.training import step
-from hcl_cli.training.signals import TrainingInterrupted
+from hcl_cli.training.loop import interrupted
+from hcl_cli.training.signals import StopRequest, TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = {"epochs": 3, "batch_size": 16, "checkpoint_every": 3, "sampler": "hucl", "device": "cpu"}
@@ -298,3 +299,16 @@ def test_pretrain_killed_anywhere_twenty_times_resumes_to_the_uninterrupted_run_
     assert (tmp_path / "killed" / "dvclive" / "plots" / "metrics" / "loss.tsv").read_text() == (
         reference / "dvclive" / "plots" / "metrics" / "loss.tsv"
     ).read_text()
+
+
+@pytest.mark.parametrize(("under_dvc", "hint"), [(False, "rerun with --resume to continue"), (True, "run dvc repro again to continue")])
+def test_the_stop_message_says_how_to_continue(under_dvc: bool, hint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By hand the run continues with --resume; under dvc repro, whose command already resumes, with dvc repro."""
+    if under_dvc:
+        monkeypatch.setenv("DVC_STAGE", "pretrain")
+    else:
+        monkeypatch.delenv("DVC_STAGE", raising=False)
+    stop = StopRequest()
+    stop.signum = signal.SIGINT
+    error = interrupted(stop, TrainingPosition(1, 3), Path("models/checkpoints/epoch-0001-step-000003.safetensors"))
+    assert str(error).endswith(hint) and error.exit_code == 130
