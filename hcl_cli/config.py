@@ -22,9 +22,12 @@ DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder")
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50")
 DEVICES = ("auto", "cpu", "cuda")
 FEATURES = ("backbone", "projection")
+PREPARED = "data/prepared"
+"""The prepared dataset, by default: the one input that hand runs and the pipeline share."""
 RUNS = "runs"
-"""Where a stage run by hand writes by default: the pipeline's layout under ``runs/``, so that hand
-runs never touch what ``dvc repro`` owns (dvc.yaml passes every path explicitly)."""
+"""Where a stage run by hand writes what it trains and measures by default: the pipeline's layout
+under ``runs/``, so that hand runs never touch the models, embeddings, metrics and reports that
+``dvc repro`` owns (dvc.yaml passes every path explicitly)."""
 
 
 def param(default: Any, help: str, **rules: Any) -> Any:
@@ -117,7 +120,7 @@ class PrepareConfig(StageConfig):
         max_exclusive=True,
     )
     seed: int = param(0, "Seed of the train/test split.", minimum=0, maximum=SEED_LIMIT)
-    out: str = runtime(f"{RUNS}/data/prepared", "Output folder for train/test(/unlabeled).safetensors and card.json.")
+    out: str = runtime(PREPARED, "Output folder for train/test(/unlabeled).safetensors and card.json.")
 
 
 @dataclass(init=False)
@@ -169,7 +172,7 @@ class PretrainConfig(StageConfig):
     checkpoint_every: int = param(0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0)
     compile: bool = param(False, "torch.compile the encoder (CUDA).")
     sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
-    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset folder (from hcl prepare).")
+    data: str = runtime(PREPARED, "Prepared dataset folder (from hcl prepare).")
     out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
     live_dir: str = runtime(
         f"{RUNS}/dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out)."
@@ -248,7 +251,7 @@ class EmbedConfig(StageConfig):
     group: ClassVar[str] = "embed"
     command: ClassVar[str] = "embed"
     batch_size: int = param(512, "Images per forward pass.", minimum=1)
-    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset folder.")
+    data: str = runtime(PREPARED, "Prepared dataset folder.")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain.")
     out: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Output embeddings file.")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
@@ -282,7 +285,7 @@ class LinearConfig(StageConfig):
     seed: int = param(0, "Seed of the initialisation (protocol paper: also of shuffling and augmentation).", minimum=0, maximum=SEED_LIMIT)
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed (read by protocol fixed).")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain (read by protocol paper).")
-    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset folder (read by protocol paper).")
+    data: str = runtime(PREPARED, "Prepared dataset folder (read by protocol paper).")
     out: str = runtime(f"{RUNS}/metrics/linear.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
 
@@ -325,7 +328,7 @@ class ReportConfig(StageConfig):
     metrics: str = runtime(f"{RUNS}/metrics", "Folder of metrics JSON files.")
     plots: str = runtime(f"{RUNS}/dvclive", "Folder of dvclive logs (curves).")
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings for the similarity histograms.")
-    data: str = runtime(f"{RUNS}/data/prepared", "Prepared dataset (images for the hard-negative grid).")
+    data: str = runtime(PREPARED, "Prepared dataset (images for the hard-negative grid).")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder, for the sampler's weights in the hard-negative grid.")
     out: str = runtime(f"{RUNS}/reports/report.md", "Report file; figures go beside it.")
 

@@ -124,7 +124,7 @@ def test_a_stage_run_by_hand_leaves_git_and_dvc_status_clean(repo: Path) -> None
     repro(repo)
     run(["git", "add", "-A"], repo)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "pipeline"], repo)
-    run(["hcl", "pretrain", "--sampler", "hscl", "--beta", "1", "--epochs", "1", "--data", "data/prepared", "--device", "cpu"], repo)
+    run(["hcl", "pretrain", "--sampler", "hscl", "--beta", "1", "--epochs", "1", "--device", "cpu"], repo)
     assert (repo / "runs" / "models" / "encoder.safetensors").is_file()
     assert run(["git", "status", "--porcelain"], repo).strip() == ""
     assert changed_stages(repo) == set()
