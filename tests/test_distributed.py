@@ -83,6 +83,20 @@ def projection_layer(inputs: dict[str, Tensor]) -> nn.Linear:
     return layer
 
 
+def rank_loss(views: Any, sampler: str, **options: Any) -> Tensor:
+    """This rank's share of the loss of the gathered ``views`` (its own anchors, over every rank's negatives)."""
+    return contrastive_loss(
+        views.z1,
+        views.z2,
+        views.labels,
+        sampler=sampler,
+        anchor_mask=views.anchor_mask,
+        head_inputs=views.head_inputs,
+        **SAMPLER_OPTIONS,
+        **options,
+    )
+
+
 def rank_worker(rank: int, port: int, folder: str) -> None:
     """One rank: for every sampler, its share of the loss, its projections' and DDP's parameter gradients.
 
@@ -100,30 +114,14 @@ def rank_worker(rank: int, port: int, folder: str) -> None:
             z1 = inputs["z1"][own].clone().requires_grad_(True)
             z2 = inputs["z2"][own].clone().requires_grad_(True)
             views = context.gather_views(z1, z2, inputs["labels"][own], head_inputs=(inputs["x1"][own], inputs["x2"][own]))
-            loss = contrastive_loss(
-                views.z1,
-                views.z2,
-                views.labels,
-                sampler=sampler,
-                anchor_mask=views.anchor_mask,
-                head_inputs=views.head_inputs,
-                **SAMPLER_OPTIONS,
-            )
+            loss = rank_loss(views, sampler)
             loss.backward()
             results |= {f"{sampler}/loss": loss.detach(), f"{sampler}/z1_grad": z1.grad, f"{sampler}/z2_grad": z2.grad}
 
             x1, x2 = inputs["x1"][own], inputs["x2"][own]
             projected = model(torch.cat([x1, x2]))
             views = context.gather_views(projected[:RANK_BATCH], projected[RANK_BATCH:], inputs["labels"][own], head_inputs=(x1, x2))
-            loss = contrastive_loss(
-                views.z1,
-                views.z2,
-                views.labels,
-                sampler=sampler,
-                anchor_mask=views.anchor_mask,
-                head_inputs=views.head_inputs,
-                **SAMPLER_OPTIONS,
-            )
+            loss = rank_loss(views, sampler)
             model.zero_grad()
             (loss * context.loss_scale).backward()
             results |= {f"{sampler}/weight_grad": model.module.weight.grad.clone(), f"{sampler}/bias_grad": model.module.bias.grad.clone()}
@@ -133,16 +131,7 @@ def rank_worker(rank: int, port: int, folder: str) -> None:
             z2 = inputs["z2"][own].clone().requires_grad_(True)
             views = context.gather_views(z1, z2, inputs["labels"][own], head_inputs=(inputs["x1"][own], inputs["x2"][own]))
             keys = momentum_keys(inputs, context.gather_rows(torch.cat([inputs["k1"][own], inputs["k2"][own]])).chunk(2), views.head_inputs)
-            loss = contrastive_loss(
-                views.z1,
-                views.z2,
-                views.labels,
-                sampler=sampler,
-                anchor_mask=views.anchor_mask,
-                head_inputs=views.head_inputs,
-                momentum_keys=keys,
-                **SAMPLER_OPTIONS,
-            )
+            loss = rank_loss(views, sampler, momentum_keys=keys)
             loss.backward()
             results |= {f"{sampler}/queue_loss": loss.detach(), f"{sampler}/queue_z1_grad": z1.grad, f"{sampler}/queue_z2_grad": z2.grad}
         queue = MomentumQueue(build_model("small_cnn", 1, 8, PROJECTION_DIM), QUEUE_SIZE, 0.99, torch.float64)
