@@ -200,7 +200,11 @@ class PretrainConfig(StageConfig):
     def check(self) -> None:
         if self.queue_size % 2:
             raise UsageError(f"--queue-size must be even: both views of every image enter the queue (got {self.queue_size})")
-        if self.queue_size and self.sampler == "undimix" and self.sampler_options["undimix_uncertainty"] == "autograd":
+        if (
+            self.queue_size
+            and self.sampler in users_of("undimix_uncertainty")
+            and self.sampler_options["undimix_uncertainty"] == "autograd"
+        ):
             raise UsageError(QUEUE_AND_AUTOGRAD)
 
     def params(self) -> dict[str, Any]:
