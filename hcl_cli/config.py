@@ -200,11 +200,7 @@ class PretrainConfig(StageConfig):
     def check(self) -> None:
         if self.queue_size % 2:
             raise UsageError(f"--queue-size must be even: both views of every image enter the queue (got {self.queue_size})")
-        if (
-            self.queue_size
-            and self.sampler in users_of("undimix_uncertainty")
-            and self.sampler_options["undimix_uncertainty"] == "autograd"
-        ):
+        if self.queue_size and self.reads("undimix_uncertainty") and self.sampler_options["undimix_uncertainty"] == "autograd":
             raise UsageError(QUEUE_AND_AUTOGRAD)
 
     def params(self) -> dict[str, Any]:
@@ -220,10 +216,13 @@ class PretrainConfig(StageConfig):
         """Whether the loss reads labels: a supervised sampler, or same-label positives (``positives=labels``)."""
         return self.spec.label_positives(self.sampler_options)
 
+    def reads(self, option: str) -> bool:
+        """Whether this run's sampler reads the loss or sampler option ``option``."""
+        return self.sampler in users_of(option)
+
     def used_params(self) -> dict[str, Any]:
         """The parameters this run's sampler reads: the training ones, the loss's and the sampler's own."""
-        ignored = {name for name in self.sampler_options if self.sampler not in users_of(name)}
-        return {name: value for name, value in self.params().items() if name not in ignored}
+        return {name: value for name, value in self.params().items() if name not in self.sampler_options or self.reads(name)}
 
     def ignored_changes(self) -> list[str]:
         """Warnings for the sampler options set away from their defaults that this run's sampler does not read
@@ -237,13 +236,13 @@ class PretrainConfig(StageConfig):
         return unread + [
             f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
             for option in sampler_options()
-            if self.sampler_options[option.name] != option.default and self.sampler not in users_of(option.name)
+            if self.sampler_options[option.name] != option.default and not self.reads(option.name)
         ]
 
     def loss_options(self, epoch: int) -> dict[str, Any]:
         """The keyword options of :func:`~hcl_cli.objectives.contrastive_loss` in ``epoch`` (0-based):
         the options the sampler reads, with its scheduled values (beta, threshold) of that epoch."""
-        used = {name: value for name, value in self.sampler_options.items() if self.sampler in users_of(name)}
+        used = {name: value for name, value in self.sampler_options.items() if self.reads(name)}
         schedule = self.spec.schedule
         return used | (schedule(self.sampler_options, epoch, self.epochs) if schedule else {})
 
