@@ -100,7 +100,9 @@ def run(out: str, selection: Selection) -> None:
     rows, skipped = parse_experiments(dvc_exp_show(), selection)
     if not rows:
         reason = f" ({'; '.join(skipped)})" if skipped else ""
-        raise HclError(f"dvc exp show lists no finished experiment with both {METRICS['knn']} and {METRICS['linear']} that the filters keep{reason}; run `dvc exp run` first")
+        raise HclError(
+            f"dvc exp show lists no finished experiment with both {METRICS['knn']} and {METRICS['linear']} that the filters keep{reason}; run `dvc exp run` first"
+        )
     rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
     write_text(f"{out}.md", markdown_table(rows, skipped))
     write_text(f"{out}.csv", csv_table(rows))

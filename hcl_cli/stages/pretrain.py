@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -103,8 +102,14 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             store.clear()
         if log is not None:
             log.write(training.history)
-        knn_probe = KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
-        hscl_probe = HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.sampler_options["temperature"]) if config.spec.supervised and context.is_main else None
+        knn_probe = (
+            KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
+        )
+        hscl_probe = (
+            HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.sampler_options["temperature"])
+            if config.spec.supervised and context.is_main
+            else None
+        )
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
         if context.is_main:
             print(startup_line(config, card, model.arch, size, steps_per_epoch, total_steps, context, checkpoint))
@@ -147,12 +152,23 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {len(training.history)} epochs, {total_steps} steps)")
 
 
-def startup_line(config: PretrainConfig, card: DatasetCard, arch: str, size: int, steps_per_epoch: int, total_steps: int, context: DistributedContext, resumed: Checkpoint | None) -> str:
+def startup_line(
+    config: PretrainConfig,
+    card: DatasetCard,
+    arch: str,
+    size: int,
+    steps_per_epoch: int,
+    total_steps: int,
+    context: DistributedContext,
+    resumed: Checkpoint | None,
+) -> str:
     """What is about to run: sampler (and queue), device, architecture, data, steps; and where it resumes."""
     shape = "x".join(str(side) for side in card.image_shape)
     queue = f" over a queue of {config.queue_size} keys (momentum {config.momentum})" if config.queue_size else ""
     ranks = f" x {context.world_size} processes" if context.world_size > 1 else ""
-    limit = f", stopping at --max-steps {config.max_steps}" if config.max_steps and config.max_steps < steps_per_epoch * config.epochs else ""
+    limit = (
+        f", stopping at --max-steps {config.max_steps}" if config.max_steps and config.max_steps < steps_per_epoch * config.epochs else ""
+    )
     resume = f"; resuming from {resumed.path} ({resumed.position.describe()})" if resumed is not None else ""
     return (
         f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {arch}, {card.name} ({size} images of {shape}), "

@@ -294,9 +294,7 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
             f"{card.num_classes} classes, images of {shape} (channels x height x width){skipped}; from `{prepared.folder / CARD_FILE}`."
         )
         if encoder is not None and encoder.sidecar.dataset not in (None, card.name):
-            lines.append(
-                f"- **Warning**: the encoder's sidecar says it was trained on `{encoder.sidecar.dataset}`, not `{card.name}`."
-            )
+            lines.append(f"- **Warning**: the encoder's sidecar says it was trained on `{encoder.sidecar.dataset}`, not `{card.name}`.")
     if encoder is None:
         lines.append(f"- **Encoder**: none at `{model}`: the pretraining, its provenance and the untrained baseline are not reported.")
         return "\n".join(lines)
