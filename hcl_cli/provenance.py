@@ -1,38 +1,105 @@
-"""Where and when a run happened: time, machine, device and the git commit of the working folder."""
+"""Where and when a run happened: time, machine, device and the git commit of the working folder.
+
+A run is *dirty* only when what it ran differs from its commit: a tracked file changed that is
+not one DVC writes. ``dvc.lock`` and the outputs dvc.yaml declares (``outs``, ``metrics``,
+``plots``; some are tracked in git, like ``metrics/*.json``) change whenever the pipeline runs,
+so a fresh clone's ``dvc repro`` on an unchanged commit is not called dirty; the files that do
+differ are recorded by name.
+"""
 
 from __future__ import annotations
 
 import datetime
 import platform
 import subprocess
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import torch
+import yaml
+
+DVC_WRITES = ("dvc.lock",)
+"""Files DVC itself rewrites on every run, beside the outputs dvc.yaml declares."""
 
 
-def git_commit() -> str | None:
-    """The commit of the git repository in the working folder, ``+dirty`` when it has changes; None outside one."""
+def pipeline_outputs(root: Path) -> list[str]:
+    """The paths (relative to ``root``) that ``root/dvc.yaml``'s stages declare as outs, metrics or plots, and dvc.lock.
+
+    Empty when there is no dvc.yaml (or it cannot be read): then every changed file counts.
+    """
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False, timeout=10)
+        stages = (yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8")) or {}).get("stages") or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        return []
+    outputs = list(DVC_WRITES)
+    for stage in stages.values():
+        if not isinstance(stage, dict):
+            continue
+        for kind in ("outs", "metrics", "plots"):
+            for entry in stage.get(kind) or []:
+                outputs.extend([entry] if isinstance(entry, str) else list(entry) if isinstance(entry, dict) else [])
+    return outputs
+
+
+def is_output(path: str, outputs: list[str]) -> bool:
+    """Whether ``path`` is one of ``outputs`` or lies inside one of them (a declared folder)."""
+    parts = PurePosixPath(path).parts
+    return any(parts[: len(PurePosixPath(output).parts)] == PurePosixPath(output).parts for output in outputs)
+
+
+def changed_files() -> list[str] | None:
+    """Tracked files of the working folder's git repository that differ from HEAD, less those DVC writes; None outside a repository."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False, timeout=10)
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=False, timeout=10
+            ["git", "status", "--porcelain", "-z", "--untracked-files=no"], capture_output=True, text=True, check=False, timeout=10
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if head.returncode != 0:
+    if top.returncode != 0 or status.returncode != 0:
         return None
-    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
+    outputs = pipeline_outputs(Path(top.stdout.strip()))
+    entries = status.stdout.split("\0")
+    changed: list[str] = []
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        if entry[0] in "RC":  # a rename or copy: the original path follows as its own entry
+            index += 1
+        path = entry[3:]
+        if not is_output(path, outputs):
+            changed.append(path)
+    return sorted(changed)
+
+
+def git_head() -> str | None:
+    """The commit checked out in the working folder's git repository; None outside one."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() if head.returncode == 0 else None
 
 
 def run_record(device: torch.device, started: datetime.datetime) -> dict[str, Any]:
-    """The provenance of a run that started at ``started`` on ``device`` and ends now."""
+    """The provenance of a run that started at ``started`` on ``device`` and ends now.
+
+    ``git_commit`` is the commit, with ``+dirty`` when tracked code or params differ from it;
+    ``git_changed`` names those files (DVC's outputs left out): empty for a clean run, None
+    outside a git repository.
+    """
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    head, changed = git_head(), changed_files()
     return {
         "started": started.isoformat(timespec="seconds"),
         "finished": now().isoformat(timespec="seconds"),
         "device": {"type": device.type, "name": name},
         "host": platform.node(),
-        "git_commit": git_commit(),
+        "git_commit": None if head is None else head + ("+dirty" if changed else ""),
+        "git_changed": changed,
     }
 
 
