@@ -294,7 +294,7 @@ def test_disk_full_leaves_the_previous_metrics_intact(
     def disk_full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("hcl_cli.artifacts.os.fsync", disk_full)
+    monkeypatch.setattr("hcl_cli.artifacts.files.os.fsync", disk_full)
     code, err = invoke(args, capsys)
     assert code == RUNTIME
     assert_one_line_error(err, "knn-eval", "No space left on device")

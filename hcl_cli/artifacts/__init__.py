@@ -1,0 +1,40 @@
+"""Artifact I/O, one module per concern; the names below are importable from ``hcl_cli.artifacts``.
+
+- :mod:`~hcl_cli.artifacts.files`: atomic writes (temporary sibling, fsync, rename), stale
+  temporary files of killed writers, JSON written and read back;
+- :mod:`~hcl_cli.artifacts.tensors`: safetensors plus a JSON sidecar bound by the tensor file's
+  sha256, validated on every read, and the library versions every sidecar records;
+- :mod:`~hcl_cli.artifacts.owned`: folders hcl writes whole, with a manifest of their files;
+- :mod:`~hcl_cli.artifacts.apart`: outputs refused where they would overwrite or land in an input;
+- :mod:`~hcl_cli.artifacts.checks`: checks of values read from an artifact.
+"""
+
+from hcl_cli.artifacts.apart import check_outputs_apart
+from hcl_cli.artifacts.checks import first_line, is_finite_number
+from hcl_cli.artifacts.files import atomic_path, read_json, stale_siblings, temp_sibling, write_json, write_text
+from hcl_cli.artifacts.owned import OWNED_FILES, foreign_entries, owned_files, remove_owned_folder, write_owned_folder_manifest
+from hcl_cli.artifacts.tensors import SCHEMA_VERSION, TensorSpec, check_sha256, library_versions, load_artifact, save_artifact, sidecar_path
+
+__all__ = [
+    "OWNED_FILES",
+    "SCHEMA_VERSION",
+    "TensorSpec",
+    "atomic_path",
+    "check_outputs_apart",
+    "check_sha256",
+    "first_line",
+    "foreign_entries",
+    "is_finite_number",
+    "library_versions",
+    "load_artifact",
+    "owned_files",
+    "read_json",
+    "remove_owned_folder",
+    "save_artifact",
+    "sidecar_path",
+    "stale_siblings",
+    "temp_sibling",
+    "write_json",
+    "write_owned_folder_manifest",
+    "write_text",
+]
