@@ -34,15 +34,12 @@ import contextlib
 import sys
 from pathlib import Path
 
-import torch
-
 from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import DatasetCard, load_card, load_split
 from hcl_cli.distributed import DistributedContext, distributed_context
-from hcl_cli.errors import UsageError
 from hcl_cli.locking import locked_folder
+from hcl_cli.modality import modality_of
 from hcl_cli.models import save_encoder
 from hcl_cli.objectives import check_sampler_inputs
 from hcl_cli.provenance import now, run_record
@@ -50,7 +47,6 @@ from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, interrupted, resume_from, train_one_epoch
 from hcl_cli.training.probes import HsclProbe, KnnProbe
 from hcl_cli.training.signals import stop_on_signals
-from hcl_cli.training.step import build_training
 
 
 def run(config: PretrainConfig) -> None:
@@ -64,16 +60,15 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
     started = now()
     check_outputs_apart({"--data": config.data}, {"--out": config.out, "--live-dir": config.live_dir})
-    card = load_card(config.data)
+    modality = modality_of(config.data)
+    card = modality.load_card(config.data)
     if context.is_main:
         for warning in config.ignored_changes():
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     labelled = config.needs_labels
-    splits = ["train"] + (["unlabeled"] if "unlabeled" in card.counts and not labelled else [])
+    splits = modality.training_splits(card, labelled)
     check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **config.loss_options(0))
-    _, height, width = card.image_shape
-    if height != width:
-        raise UsageError(f"{config.data} holds {height}x{width} images; pretrain needs square images (prepare with --image-size)")
+    modality.check_trainable(card, config.data)
     size = sum(card.counts[split] for split in splits)
     steps_per_epoch = context.steps_per_epoch(size, config.batch_size)
 
@@ -82,14 +77,13 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             held.enter_context(locked_folder(config.out, "pretrain"))
             held.enter_context(locked_folder(config.live_dir, "pretrain"))
         device = context.device
-        parts = [load_split(config.data, split, device) for split in splits]
-        images, labels = torch.cat([split_images for split_images, _ in parts]), torch.cat([split_labels for _, split_labels in parts])
+        samples, labels = modality.load_samples(config.data, splits, device)
         context.seed_everything(config.seed)
-        model, step = build_training(config, card, context)
+        model, step = modality.build_training(config, card, context)
         store = CheckpointStore(Path(config.out) / "checkpoints")
         # Like epochs, max_steps only says when to stop: a resume may change it.
         identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None}
-        training = TrainingRun(config, model, step, images, labels, store, identity, context, steps_per_epoch)
+        training = TrainingRun(config, model, step, samples, labels, store, identity, context, steps_per_epoch)
         log = TrainingLog(config.live_dir) if context.is_main else None
 
         start, totals = TrainingPosition(0, 0), EpochTotals()
@@ -103,16 +97,16 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         if log is not None:
             log.write(training.history)
         knn_probe = (
-            KnnProbe.from_prepared(config.data, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
+            KnnProbe.from_prepared(config.data, modality, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
         )
         hscl_probe = (
-            HsclProbe.from_training(images, labels, config.seed, config.batch_size, config.sampler_options["temperature"])
+            HsclProbe.from_training(samples, labels, config.seed, config.batch_size, config.sampler_options["temperature"])
             if config.spec.supervised and context.is_main
             else None
         )
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
         if context.is_main:
-            print(startup_line(config, card, model.arch, size, steps_per_epoch, total_steps, context, checkpoint))
+            print(startup_line(config, modality.describe(card, size), card.name, model.arch, steps_per_epoch, total_steps, context, checkpoint))
 
         clock = RunClock(total_steps, device)
         with stop_on_signals() as stop:
@@ -154,16 +148,15 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
 
 def startup_line(
     config: PretrainConfig,
-    card: DatasetCard,
+    data: str,
+    dataset: str,
     arch: str,
-    size: int,
     steps_per_epoch: int,
     total_steps: int,
     context: DistributedContext,
     resumed: Checkpoint | None,
 ) -> str:
     """What is about to run: sampler (and queue), device, architecture, data, steps; and where it resumes."""
-    shape = "x".join(str(side) for side in card.image_shape)
     queue = f" over a queue of {config.queue_size} keys (momentum {config.momentum})" if config.queue_size else ""
     ranks = f" x {context.world_size} processes" if context.world_size > 1 else ""
     limit = (
@@ -171,6 +164,6 @@ def startup_line(
     )
     resume = f"; resuming from {resumed.path} ({resumed.position.describe()})" if resumed is not None else ""
     return (
-        f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {arch}, {card.name} ({size} images of {shape}), "
+        f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {arch}, {dataset} ({data}), "
         f"{config.epochs} epochs of {steps_per_epoch} steps of {config.batch_size}{limit}: {total_steps} steps{resume}"
     )

@@ -16,76 +16,89 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext, derived_seed
 from hcl_cli.errors import HclError
-from hcl_cli.models import ContrastiveModel
+from hcl_cli.modality import Samples, Step, StepResult
 from hcl_cli.training.log import History
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
-from hcl_cli.training.step import StepResult, TrainingStep
 
+WARMUP_STEPS = 3
+"""Steps of a process left out of its time estimate: the first ones allocate memory, pick kernels and fill caches."""
 ETA_STEPS = 5
-"""Steps timed (after the first, which warms up) before the whole run's ETA is printed."""
+"""Steady-state steps (after the warm-up) timed before the whole run's ETA is first printed."""
+PROGRESS_SECONDS = 30.0
+"""Seconds between the plain progress lines printed when stderr is not a terminal (``dvc repro``, a log file)."""
 CPU_HOUR_HINT = 3600.0
 
 
 @dataclass
-class EpochTotals:
-    """Running sums over the epoch's steps; saved in mid-epoch checkpoints so a resumed epoch logs the same means."""
-
-    steps: int = 0
-    loss: float = 0.0
-    same_label_pairs: float = 0.0
-    anchors_left_out: float = 0.0
-
-    def add(self, result: StepResult) -> None:
-        self.steps += 1
-        self.loss += result.loss
-        self.same_label_pairs += result.same_label_pairs
-        self.anchors_left_out += result.anchors_left_out
-
-    def means(self, supervised: bool) -> dict[str, float]:
-        """Per-step means to log: the loss, and for the supervised samplers the batch's positives and left-out anchors."""
-        means = {"loss": self.loss / self.steps}
-        if supervised:
-            means |= {"same_label_pairs": self.same_label_pairs / self.steps, "anchors_left_out": self.anchors_left_out / self.steps}
-        return means
-
-
-@dataclass
 class RunClock:
-    """Times the first steps of a run and prints, once, the whole run's estimated duration."""
+    """The whole run's time estimate, from steady-state steps only, and the progress shown while it runs.
+
+    The rate is the wall time per step since the end of the warm-up (:data:`WARMUP_STEPS`), so
+    it includes what happens between steps (checkpoints, probes) once it has happened, and it is
+    updated at every step. The ETA is printed once :data:`ETA_STEPS` steady steps are timed, and
+    shown in the progress bar; when stderr is not a terminal (no bar), a plain line every
+    :data:`PROGRESS_SECONDS` says where the run is and how long it has to go.
+    """
 
     total_steps: int
+    epochs: int
+    steps_per_epoch: int
     device: torch.device
-    started: float | None = None
-    timed_from: int = 0
-    reported: bool = field(default=False)
+    plain: bool
+    """Print plain progress lines (stderr is not a terminal, so there is no progress bar)."""
+    timer: Callable[[], float] = time.perf_counter
+    steps_seen: int = 0
+    warm: tuple[int, float] | None = None
+    """(steps done, time) at the end of the warm-up."""
+    reported: bool = False
+    last_line: float | None = None
 
-    def step_done(self, steps_done: int) -> None:
-        """Call after every step with the run's steps done so far (resumed ones included)."""
-        if self.reported:
-            return
-        if self.started is None:
-            self.started, self.timed_from = time.perf_counter(), steps_done
-            return
-        if steps_done - self.timed_from >= ETA_STEPS:
-            per_step = (time.perf_counter() - self.started) / (steps_done - self.timed_from)
-            remaining = per_step * (self.total_steps - steps_done)
+    def seconds_per_step(self, steps_done: int, now: float) -> float | None:
+        """The steady-state wall time per step; None until :data:`ETA_STEPS` steps after the warm-up."""
+        if self.warm is None or steps_done - self.warm[0] < ETA_STEPS:
+            return None
+        return (now - self.warm[1]) / (steps_done - self.warm[0])
+
+    def step_done(self, steps_done: int, loss: float) -> str | None:
+        """Call after every step with the run's steps done (resumed ones included) and its loss; returns the ETA text, if known."""
+        now = self.timer()
+        if self.last_line is None:
+            self.last_line = now
+        self.steps_seen += 1
+        if self.steps_seen == WARMUP_STEPS:
+            self.warm = (steps_done, now)
+        per_step = self.seconds_per_step(steps_done, now)
+        remaining = None if per_step is None else per_step * (self.total_steps - steps_done)
+        if remaining is not None and not self.reported:
+            self.reported = True
             print(f"hcl pretrain: {per_step:.3g} s per step: about {format_duration(remaining)} to go", file=sys.stderr)
             if self.device.type == "cpu" and remaining > CPU_HOUR_HINT:
                 print(
                     "hcl pretrain: hint: over an hour on a CPU; for a quick run try --arch small_cnn, fewer --epochs or --max-steps, or run on a GPU",
                     file=sys.stderr,
                 )
-            self.reported = True
+        if self.plain and now - self.last_line >= PROGRESS_SECONDS:
+            self.last_line = now
+            epoch = (steps_done - 1) // self.steps_per_epoch + 1
+            eta = f", {per_step:.3g} s per step, about {format_duration(remaining)} to go" if remaining is not None else ", timing the steps"
+            print(
+                f"hcl pretrain: step {steps_done} of {self.total_steps} ({100 * steps_done / self.total_steps:.0f}%), "
+                f"epoch {epoch} of {self.epochs}, loss {loss:.4f}{eta}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return None if remaining is None else format_duration(remaining)
 
 
 def format_duration(seconds: float) -> str:
@@ -102,9 +115,10 @@ class TrainingRun:
     """What the epoch loop works on: the config, the model and its step, the resident data, the checkpoints, the ranks."""
 
     config: PretrainConfig
-    model: ContrastiveModel
-    step: TrainingStep
-    images: Tensor
+    model: nn.Module
+    step: Step
+    samples: Samples
+    """The training samples on the device (a uint8 image tensor, or graphs): ``samples[index]`` is a batch."""
     labels: Tensor
     store: CheckpointStore
     identity: dict[str, Any]
@@ -142,7 +156,7 @@ def train_one_epoch(
     checkpoint when a signal came.
     """
     config, context = training.config, training.context
-    order = epoch_order(len(training.images), config.seed, epoch).to(training.images.device)
+    order = epoch_order(len(training.samples), config.seed, epoch).to(training.samples.device)
     batches = context.shard_batches(order, config.batch_size)
     steps = len(batches)
     last = steps if not config.max_steps else min(steps, config.max_steps - epoch * steps)
@@ -157,7 +171,7 @@ def train_one_epoch(
     )
     for index in progress:
         batch = batches[index]
-        result = training.step(training.images[batch], training.labels[batch], loss_options)
+        result = training.step(training.samples[batch], training.labels[batch], loss_options)
         if not result.finite:
             what = "loss" if not math.isfinite(result.loss) else "gradient"
             raise HclError(
@@ -165,16 +179,17 @@ def train_one_epoch(
                 f"last good checkpoint: {training.store.latest() or 'none yet'}; no encoder was written"
             )
         totals.add(result)
-        progress.set_postfix(loss=f"{result.loss:.4f}", refresh=False)
+        stop.at_once = None
         global_step = epoch * steps + index + 1
-        clock.step_done(global_step)
+        left = clock.step_done(global_step, result.loss)
+        progress.set_postfix({"loss": f"{result.loss:.4f}", **({"run left": left} if left else {})}, refresh=False)
         checkpoint_due = config.checkpoint_every > 0 and global_step % config.checkpoint_every == 0 and index + 1 < last
         stop_requested = context.any_rank(stop.requested)
         if checkpoint_due or stop_requested:
             position = TrainingPosition(epoch, index + 1)
             path = training.save(position, totals)
             if stop_requested:
-                raise interrupted(stop, position, path)
+                raise interrupted(stop, position, path, training)
     return max(first_step, last)
 
 
@@ -186,12 +201,32 @@ def epoch_order(size: int, seed: int, epoch: int) -> Tensor:
     return torch.randperm(size, generator=torch.Generator().manual_seed(derived_seed(seed, epoch)))
 
 
-def interrupted(stop: StopRequest, position: TrainingPosition, checkpoint: Path) -> TrainingInterrupted:
-    """The error that ends a run stopped by a signal, saying where its checkpoint is and how to go on."""
-    how = "run dvc repro again" if training_under_dvc() else "rerun with --resume"
+def describe_position(position: TrainingPosition, epochs: int, steps_per_epoch: int) -> str:
+    """Where a run stands, in the numbers its training log uses too: epochs from 1, and the log's step (the epoch from 0).
+
+    ``after epoch 3 of 10, log step 2`` at an epoch boundary, else ``in epoch 4 of 10 (log step 3), at step 12 of 40``.
+    """
+    if position.step == 0:
+        return f"after epoch {position.epoch} of {epochs}, log step {position.epoch - 1}"
+    return f"in epoch {position.epoch + 1} of {epochs} (log step {position.epoch}), at step {position.step} of {steps_per_epoch}"
+
+
+def interrupted(stop: StopRequest, position: TrainingPosition, checkpoint: Path, training: TrainingRun) -> TrainingInterrupted:
+    """The error that ends a run stopped by a signal, saying where it stopped, where its checkpoint is and how to go on."""
+    where = describe_position(position, training.config.epochs, training.steps_per_epoch)
     return TrainingInterrupted(
-        f"stopped by {stop.signal_name} ({position.describe()}); checkpoint saved to {checkpoint}; {how} to continue", stop.signum or 0
+        f"stopped by {stop.signal_name} ({where}); checkpoint saved to {checkpoint}; {how_to_continue()}", stop.signum or 0
     )
+
+
+def first_step_stop(resumed: Checkpoint | None) -> str:
+    """What a signal during a process's first step says: it stops at once, since there is nothing new to save."""
+    since = f"its checkpoint {resumed.path} is kept" if resumed is not None else "nothing was saved"
+    return f"during the first step, at once ({since}); {how_to_continue() if resumed is not None else 'run again to start over'}"
+
+
+def how_to_continue() -> str:
+    return ("run dvc repro again" if training_under_dvc() else "rerun with --resume") + " to continue"
 
 
 def training_under_dvc() -> bool:

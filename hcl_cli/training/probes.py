@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import KnnConfig
-from hcl_cli.datasets import DatasetCard, load_split
 from hcl_cli.diagnostics import hscl_diagnostics
 from hcl_cli.embeddings import topk_accuracy
 from hcl_cli.knn import knn_predict
-from hcl_cli.models import ContrastiveModel, encode
+from hcl_cli.modality import Modality, Samples
+from hcl_cli.models import ContrastiveModel
 
 KNN_PROBE_BANK = 10_000
 KNN_PROBE_QUERIES = 2_000
@@ -29,44 +29,37 @@ class KnnProbe:
     selection: the final numbers come from ``embed`` + ``knn-eval`` on the full splits.
     """
 
-    bank_images: Tensor
+    bank: Samples
     bank_labels: Tensor
-    query_images: Tensor
+    queries: Samples
     query_labels: Tensor
-    transform: nn.Module
-    num_classes: int
+    modality: Modality
+    card: Any
+    """The training card: what the modality reads to embed (images: the per-channel mean and std)."""
     batch_size: int
     knn: KnnConfig
 
     @classmethod
-    def from_prepared(cls, folder: str, card: DatasetCard, seed: int, batch_size: int) -> KnnProbe:
+    def from_prepared(cls, folder: str, modality: Modality, card: Any, seed: int, batch_size: int) -> KnnProbe:
         generator = torch.Generator().manual_seed(seed)
-        bank_images, bank_labels = load_split(folder, "train")
-        query_images, query_labels = load_split(folder, "test")
+        bank_samples, bank_labels = modality.load_samples(folder, ["train"])
+        query_samples, query_labels = modality.load_samples(folder, ["test"])
         bank = torch.randperm(len(bank_labels), generator=generator)[:KNN_PROBE_BANK]
         queries = torch.randperm(len(query_labels), generator=generator)[:KNN_PROBE_QUERIES]
-        transform = build_eval_transform(card.mean, card.std)
         return cls(
-            bank_images[bank],
-            bank_labels[bank],
-            query_images[queries],
-            query_labels[queries],
-            transform,
-            card.num_classes,
-            batch_size,
-            KnnConfig(),
+            bank_samples[bank], bank_labels[bank], query_samples[queries], query_labels[queries], modality, card, batch_size, KnnConfig()
         )
 
-    def __call__(self, model: ContrastiveModel) -> float:
-        bank, _ = encode(model, self.transform, self.bank_images, self.batch_size, description="kNN probe bank")
-        queries, _ = encode(model, self.transform, self.query_images, self.batch_size, description="kNN probe queries")
+    def __call__(self, model: nn.Module) -> float:
+        bank, _ = self.modality.embed(model, self.card, self.bank, self.batch_size, "kNN probe bank")
+        queries, _ = self.modality.embed(model, self.card, self.queries, self.batch_size, "kNN probe queries")
         scores = knn_predict(
             bank,
             self.bank_labels,
             queries.to(next(model.parameters()).device),
             k=min(self.knn.k, len(bank)),
             temperature=self.knn.temperature,
-            num_classes=self.num_classes,
+            num_classes=self.card.num_classes,
             chunk_size=self.knn.chunk_size,
             bank_chunk_size=self.knn.bank_chunk_size,
         )

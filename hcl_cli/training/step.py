@@ -11,7 +11,6 @@ batch and a queue of earlier keys (:mod:`hcl_cli.training.momentum`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,30 +22,12 @@ from hcl_cli.config import PretrainConfig
 from hcl_cli.datasets import DatasetCard
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
+from hcl_cli.modality import StepResult
 from hcl_cli.models import ContrastiveModel, build_model, resolve_arch
 from hcl_cli.objectives import contrastive_loss
 from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
 from hcl_cli.training.momentum import MomentumQueue
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one step reports: the loss, the gradients' total L2 norm, and the batch's positives.
-
-    ``same_label_pairs`` counts the ordered (anchor, positive) pairs among the batch's 2B views
-    (the partner included; for the supervised samplers, every view sharing the anchor's label);
-    ``anchors_left_out`` the anchors without a different-label negative (supervised samplers).
-    """
-
-    loss: float
-    grad_norm: float
-    same_label_pairs: float
-    anchors_left_out: float
-
-    @property
-    def finite(self) -> bool:
-        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
 
 
 @dataclass

@@ -1,0 +1,80 @@
+"""Images, the first :class:`~hcl_cli.modality.Modality`: uint8 tensors, two augmented views, a CNN encoder.
+
+Each method delegates to the image machinery that does the work: the prepared format and card
+(:mod:`hcl_cli.datasets`), the batched augmentations (:mod:`hcl_cli.augment`), the encoders
+(:mod:`hcl_cli.models`) and the SimCLR-style step (:mod:`hcl_cli.training.step`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from hcl_cli.augment import build_eval_transform
+from hcl_cli.datasets import DatasetCard, load_card, load_split
+from hcl_cli.errors import UsageError
+from hcl_cli.models import ContrastiveModel, EncoderSidecar, check_fits_dataset, encode, load_encoder
+
+if TYPE_CHECKING:
+    from hcl_cli.config import PretrainConfig
+    from hcl_cli.distributed import DistributedContext
+    from hcl_cli.training.step import TrainingStep
+
+
+class ImageModality:
+    """Uint8 ``(N, C, H, W)`` images held on the device; a batch is ``images[index]``."""
+
+    name = "image"
+    sample_noun = "image"
+
+    def load_card(self, folder: str | Path) -> DatasetCard:
+        return load_card(folder)
+
+    def describe(self, card: DatasetCard, count: int) -> str:
+        shape = "x".join(str(side) for side in card.image_shape)
+        return f"{count} images of {shape}"
+
+    def training_splits(self, card: DatasetCard, labelled: bool) -> list[str]:
+        """The train split, and STL-10's unlabeled split unless the run reads labels."""
+        return ["train"] + (["unlabeled"] if "unlabeled" in card.counts and not labelled else [])
+
+    def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
+        parts = [load_split(folder, split, device) for split in splits]
+        if len(parts) == 1:
+            return parts[0]
+        return torch.cat([images for images, _ in parts]), torch.cat([labels for _, labels in parts])
+
+    def check_trainable(self, card: DatasetCard, folder: str) -> None:
+        _, height, width = card.image_shape
+        if height != width:
+            raise UsageError(f"{folder} holds {height}x{width} images; pretrain needs square images (prepare with --image-size)")
+
+    def build_training(
+        self, config: PretrainConfig, card: DatasetCard, context: DistributedContext
+    ) -> tuple[ContrastiveModel, TrainingStep]:
+        from hcl_cli.training.step import build_training
+
+        return build_training(config, card, context)
+
+    def load_encoder(self, path: str | Path, device: torch.device | str = "cpu") -> tuple[ContrastiveModel, EncoderSidecar]:
+        return load_encoder(path, device)
+
+    def check_fits(self, model: ContrastiveModel, card: DatasetCard, model_path: str, data_path: str) -> None:
+        check_fits_dataset(model, card.image_shape, model_path, data_path)
+
+    def embed(
+        self, model: ContrastiveModel, stats: EncoderSidecar | DatasetCard, samples: Tensor, batch_size: int, description: str
+    ) -> tuple[Tensor, Tensor]:
+        """Backbone features and projections under the eval transform (no augmentation; ``stats``' mean and std)."""
+        return encode(model, build_eval_transform(stats.mean, stats.std), samples, batch_size, description=description)
+
+    def raw_features(self, samples: Tensor) -> Tensor:
+        """Each image's pixels, flattened and scaled to [0, 1]."""
+        return samples.flatten(1).float() / 255.0
+
+
+IMAGES = ImageModality()

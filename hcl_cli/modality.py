@@ -1,0 +1,147 @@
+"""The modality seam: what a kind of data (images, graphs) provides to the modality-free pipeline.
+
+Everything above this seam — the objectives (:mod:`hcl_cli.objectives`), the training loop
+(:mod:`hcl_cli.training.loop`), ``embed``'s artifact, kNN, the linear and SVM readouts and the
+report — works on tensors of scores, embeddings and labels and never asks what the samples are.
+Everything below it is one :class:`Modality`: how a prepared dataset is read, how one training
+step turns a batch of samples into what the loss scores (two augmented views of images; nodes
+against graphs for InfoGraph), how its encoder is built, stored and run. Like torch-geometric's
+``MessagePassing`` for its layers, it is the one interface a second modality implements:
+:mod:`hcl_cli.image` for images (the first user) and :mod:`hcl_cli.graph.modality` for TU graphs.
+
+A prepared folder says which modality wrote it: ``card.json``'s ``modality`` key (``image`` when
+absent, as in cards written before graphs existed). :func:`modality_of` reads only that key and
+imports the modality's module on first use, so that a torch-free caller stays torch-free.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from collections.abc import Sequence, Sized
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hcl_cli.errors import HclError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor, nn
+
+    from hcl_cli.config import PretrainConfig
+    from hcl_cli.distributed import DistributedContext
+
+MODALITIES: dict[str, str] = {
+    "image": "hcl_cli.image:IMAGES",  # hcl_cli/image.py
+    "graph": "hcl_cli.graph.modality:GRAPHS",  # hcl_cli/graph/modality.py
+}
+"""Each modality's name, as ``card.json`` records it, and where its :class:`Modality` object lives."""
+
+
+class Samples(Sized, Protocol):
+    """A split's samples resident on a device: ``len()``, and ``samples[index]`` for a batch.
+
+    A uint8 image tensor is one as it is; graphs are a container whose ``[index]`` gathers a batch
+    of graphs (:class:`hcl_cli.graph.data.GraphSamples`).
+    """
+
+    def __getitem__(self, index: Tensor) -> Any: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step reports: the loss, the gradients' total L2 norm, and the batch's positives.
+
+    ``same_label_pairs`` counts the ordered (anchor, positive) pairs among the batch's 2B views
+    (the partner included; for the supervised samplers, every view sharing the anchor's label);
+    ``anchors_left_out`` the anchors without a different-label negative (supervised samplers).
+    """
+
+    loss: float
+    grad_norm: float
+    same_label_pairs: float
+    anchors_left_out: float
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
+
+
+class Step(Protocol):
+    """One optimisation step on a batch of samples (:class:`hcl_cli.training.step.TrainingStep` for images)."""
+
+    optimizer: torch.optim.Optimizer
+
+    @property
+    def state(self) -> nn.Module:
+        """What a checkpoint holds besides the optimizer."""
+
+    def __call__(self, batch: Any, labels: Tensor, loss_options: dict[str, Any]) -> StepResult: ...
+
+
+class Modality(Protocol):
+    """What one kind of data provides. Implementations are stateless singletons."""
+
+    name: str
+    """``image`` or ``graph``: the ``modality`` key of the prepared card."""
+    sample_noun: str
+    """What one sample is called in messages (``image``, ``graph``)."""
+
+    def load_card(self, folder: str | Path) -> Any:
+        """The prepared folder's validated card (its counts per split, classes, source, ...)."""
+
+    def describe(self, card: Any, count: int) -> str:
+        """``count`` samples of this dataset in one phrase: ``1347 images of 1x8x8``, ``188 graphs of 17.9 nodes on average``."""
+
+    def check_trainable(self, card: Any, folder: str) -> None:
+        """One-line :class:`~hcl_cli.errors.UsageError` when ``pretrain`` cannot train on this dataset."""
+
+    def training_splits(self, card: Any, labelled: bool) -> list[str]:
+        """The splits ``pretrain`` trains on (``labelled``: the run reads labels, so every sample needs one)."""
+
+    def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Samples, Tensor]:
+        """The samples of ``splits``, in that order, on ``device``, and their int64 labels (-1: unlabelled)."""
+
+    def build_training(self, config: PretrainConfig, card: Any, context: DistributedContext) -> tuple[nn.Module, Step]:
+        """The model to train (on ``context.device``) and the :class:`Step` that trains it."""
+
+    def load_encoder(self, path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, Any]:
+        """A trained encoder artifact and its validated sidecar (which records ``mean``, ``std``, ``config``, ...)."""
+
+    def check_fits(self, model: nn.Module, card: Any, model_path: str, data_path: str) -> None:
+        """One-line :class:`~hcl_cli.errors.HclError` when the encoder cannot read this dataset."""
+
+    def embed(self, model: nn.Module, stats: Any, samples: Samples, batch_size: int, description: str) -> tuple[Tensor, Tensor]:
+        """The frozen encoder's representations and projections (float32, CPU) of every sample, in order.
+
+        ``stats``: the encoder's sidecar or the training card, whose input statistics the modality
+        may need (images: the per-channel ``mean`` and ``std``).
+        """
+
+    def raw_features(self, samples: Samples) -> Tensor:
+        """Fixed input-space features of every sample (the report's no-training baseline)."""
+
+
+def modality_named(name: str) -> Modality:
+    """The :class:`Modality` registered as ``name``."""
+    module, attribute = MODALITIES[name].split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def modality_of(folder: str | Path) -> Modality:
+    """The modality that wrote the prepared ``folder``, from its ``card.json`` (``image`` when unnamed)."""
+    card = Path(folder) / "card.json"
+    try:
+        name = json.loads(card.read_text(encoding="utf-8")).get("modality", "image")
+    except FileNotFoundError:
+        raise HclError(f"{folder} is not a prepared dataset (no card.json): run hcl prepare first") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
+        raise HclError(f"{card}: not a readable dataset card ({error.__class__.__name__})") from None
+    if name not in MODALITIES:
+        raise HclError(f"{card}: unknown modality {name!r} (known: {', '.join(MODALITIES)})")
+    return modality_named(name)
