@@ -1,12 +1,9 @@
-"""Dataset sources for ``hcl prepare``, and validated readers of the prepared folder.
+"""Image dataset sources for ``hcl prepare``, each decoded once.
 
-Each loader decodes its source once into uint8 ``(N, C, H, W)`` images and int64 labels per
-split (-1 for unlabelled images), with the class names: scikit-learn's bundled 8x8 digits;
-CIFAR-10, CIFAR-100 and STL-10 through torchvision's dataset classes (which read CIFAR's python
-batches and check every file's checksum); and a user's own ``train/`` + ``test/`` tree of class
-folders. :class:`DatasetCard` is the prepared folder's card, written by :func:`save_card` alone;
-:func:`load_card` and :func:`load_split` read what ``prepare`` wrote, checking every file, so
-``pretrain`` and ``embed`` never decode an image again.
+Each loader decodes its source into uint8 ``(N, C, H, W)`` images and int64 labels per split (-1
+for unlabelled images), with the class names: scikit-learn's bundled 8x8 digits; CIFAR-10,
+CIFAR-100 and STL-10 through torchvision's dataset classes (which read CIFAR's python batches and
+check every file's checksum); and a user's own ``train/`` + ``test/`` tree of class folders.
 """
 
 from __future__ import annotations
@@ -26,14 +23,10 @@ import torch
 from PIL import Image
 from tqdm import tqdm
 
-from hcl_cli.artifacts import SCHEMA_VERSION, TensorSpec, first_line, load_artifact, read_json, write_json
+from hcl_cli.artifacts import first_line
 from hcl_cli.config import PrepareConfig
 from hcl_cli.errors import HclError, UsageError
 
-SPLIT_KIND = "dataset-split"
-SPLIT_TENSORS = {"images": TensorSpec(torch.uint8, 4), "labels": TensorSpec(torch.int64, 1)}
-SPLITS = ("train", "test", "unlabeled")
-CARD_FILE = "card.json"
 DOWNLOAD_SOCKET_TIMEOUT_S = 30.0
 MAX_SKIP_WARNINGS = 10
 
@@ -205,135 +198,6 @@ def load_image_folder(root: Path, image_size: int = 0) -> SourceDataset:
         for split, items in decoded.items()
     }
     return SourceDataset(splits, classes, f"image folder {root}", skipped=len(unreadable))
-
-
-@dataclass(frozen=True)
-class DatasetCard:
-    """What ``hcl prepare`` records about a prepared folder (its ``card.json``).
-
-    ``counts`` holds the number of images per split, ``image_shape`` is ``[C, H, W]``, ``mean`` and
-    ``std`` are the per-channel statistics of the train split in 0..1, ``source`` says where the
-    images came from, ``seed`` is the seed of the split, and ``skipped`` counts unreadable files.
-    A card written before ``source``, ``seed`` or ``skipped`` were recorded reads them as None, None and 0.
-    """
-
-    name: str
-    classes: list[str]
-    num_classes: int
-    counts: dict[str, int]
-    image_shape: list[int]
-    mean: list[float]
-    std: list[float]
-    source: str | None = None
-    seed: int | None = None
-    skipped: int = 0
-    schema_version: int = SCHEMA_VERSION
-
-
-def save_card(folder: str | Path, card: DatasetCard) -> None:
-    """Write ``card`` as the ``card.json`` of ``folder`` (atomic); the only writer of dataset cards."""
-    write_json(
-        Path(folder) / CARD_FILE,
-        {
-            "schema_version": card.schema_version,
-            "name": card.name,
-            "classes": card.classes,
-            "num_classes": card.num_classes,
-            "counts": card.counts,
-            "image_shape": card.image_shape,
-            "mean": card.mean,
-            "std": card.std,
-            "source": card.source,
-            "seed": card.seed,
-            "skipped": card.skipped,
-        },
-    )
-
-
-def load_card(folder: str | Path) -> DatasetCard:
-    """The dataset card of a prepared folder, checked for every field the stages rely on.
-
-    A missing folder or card, another schema version, or a missing or invalid field is a one-line
-    :class:`HclError` naming the file (and the field).
-    """
-    path = Path(folder) / CARD_FILE
-    if not path.is_file():
-        raise HclError(f"{folder} is not a prepared dataset folder (no {CARD_FILE}): run hcl prepare first")
-    values = read_json(path, what="dataset card")
-    if values.get("schema_version") != SCHEMA_VERSION:
-        version = values.get("schema_version")
-        raise HclError(f"{path}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION}): run hcl prepare again")
-
-    def invalid(field: str, expected: str) -> HclError:
-        return HclError(
-            f"{path} is not a valid dataset card: {field!r} must be {expected} (got {values.get(field)!r}): run hcl prepare again"
-        )
-
-    name, classes, counts, shape = values.get("name"), values.get("classes"), values.get("counts"), values.get("image_shape")
-    if not isinstance(name, str):
-        raise invalid("name", "a string")
-    if not isinstance(classes, list) or len(classes) < 2:
-        raise invalid("classes", "a list of at least 2 class names")
-    if values.get("num_classes") != len(classes):
-        raise invalid("num_classes", f"the number of classes ({len(classes)})")
-    if (
-        not isinstance(counts, dict)
-        or not {"train", "test"} <= counts.keys() <= set(SPLITS)
-        or not all(_is_positive_int(count) for count in counts.values())
-    ):
-        raise invalid("counts", "a positive image count per split, for train, test and optionally unlabeled")
-    if not isinstance(shape, list) or len(shape) != 3 or not all(_is_positive_int(size) for size in shape):
-        raise invalid("image_shape", "[channels, height, width] of positive integers")
-    for key in ("mean", "std"):
-        if not isinstance(values.get(key), list) or len(values[key]) != shape[0]:
-            raise invalid(key, f"a list of {shape[0]} numbers, one per channel")
-    source, seed, skipped = values.get("source"), values.get("seed"), values.get("skipped", 0)
-    if source is not None and not isinstance(source, str):
-        raise invalid("source", "a string")
-    if seed is not None and not _is_int(seed):
-        raise invalid("seed", "an integer")
-    if not _is_int(skipped) or skipped < 0:
-        raise invalid("skipped", "a count of files")
-    return DatasetCard(
-        name=name,
-        classes=classes,
-        num_classes=len(classes),
-        counts=counts,
-        image_shape=shape,
-        mean=values["mean"],
-        std=values["std"],
-        source=source,
-        seed=seed,
-        skipped=skipped,
-        schema_version=SCHEMA_VERSION,
-    )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_positive_int(value: Any) -> bool:
-    return _is_int(value) and value > 0
-
-
-def load_split(folder: str | Path, split: str, device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """One prepared split as ``(images uint8 (N, C, H, W), labels int64 (N,))``, checked against the card."""
-    card = load_card(folder)
-    path = Path(folder) / f"{split}.safetensors"
-    if split not in card.counts:
-        raise HclError(f"{folder} has no {split} split (it has {', '.join(card.counts)}): run hcl prepare first")
-    if not path.is_file():
-        raise HclError(f"{path} not found: run hcl prepare first")
-    tensors, _ = load_artifact(path, SPLIT_KIND, SPLIT_TENSORS, device=device)
-    images, labels = tensors["images"], tensors["labels"]
-    if len(images) != len(labels) or len(images) != card.counts[split]:
-        raise HclError(
-            f"{path}: {len(images)} images and {len(labels)} labels, but the card counts {card.counts[split]}: run hcl prepare again"
-        )
-    if list(images.shape[1:]) != card.image_shape:
-        raise HclError(f"{path}: images are {list(images.shape[1:])}, but the card says {card.image_shape}: run hcl prepare again")
-    return images, labels
 
 
 def _class_folders(split_folder: Path) -> list[str]:
