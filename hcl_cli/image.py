@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -17,7 +17,7 @@ from torch import Tensor
 from hcl_cli.augment import build_eval_transform
 from hcl_cli.datasets import DatasetCard, load_card, load_split
 from hcl_cli.errors import UsageError
-from hcl_cli.models import ContrastiveModel, EncoderSidecar, check_fits_dataset, encode, load_encoder
+from hcl_cli.models import ContrastiveModel, EncoderSidecar, check_fits_dataset, encode, load_encoder, save_encoder
 
 if TYPE_CHECKING:
     from hcl_cli.config import PretrainConfig
@@ -59,6 +59,10 @@ class ImageModality:
         from hcl_cli.training.step import build_training
 
         return build_training(config, card, context)
+
+    def save_encoder(self, path: str | Path, model: ContrastiveModel, card: DatasetCard, meta: dict[str, Any]) -> None:
+        """The encoder artifact, recording the card's per-channel mean and std for the eval transform."""
+        save_encoder(path, model, {**meta, "mean": card.mean, "std": card.std})
 
     def load_encoder(self, path: str | Path, device: torch.device | str = "cpu") -> tuple[ContrastiveModel, EncoderSidecar]:
         return load_encoder(path, device)

@@ -110,6 +110,9 @@ class Modality(Protocol):
     def build_training(self, config: PretrainConfig, card: Any, context: DistributedContext) -> tuple[nn.Module, Step]:
         """The model to train (on ``context.device``) and the :class:`Step` that trains it."""
 
+    def save_encoder(self, path: str | Path, model: nn.Module, card: Any, meta: dict[str, Any]) -> None:
+        """Write the trained encoder artifact (atomic) with ``meta`` and what the modality needs to read it back."""
+
     def load_encoder(self, path: str | Path, device: torch.device | str = "cpu") -> tuple[nn.Module, Any]:
         """A trained encoder artifact and its validated sidecar (which records ``mean``, ``std``, ``config``, ...)."""
 

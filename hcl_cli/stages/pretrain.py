@@ -40,7 +40,6 @@ from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.locking import locked_folder
 from hcl_cli.modality import modality_of
-from hcl_cli.models import save_encoder
 from hcl_cli.objectives import check_sampler_inputs
 from hcl_cli.provenance import now, run_record
 from hcl_cli.training.log import TrainingLog
@@ -136,13 +135,11 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "epoch": config.epochs,
                 "seed": config.seed,
                 "dataset": card.name,
-                "mean": card.mean,
-                "std": card.std,
                 "world_size": context.world_size,
                 "run": run_record(device, started),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
             }
-            save_encoder(out, model, meta)
+            modality.save_encoder(out, model, card, meta)
             print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {len(training.history)} epochs, {total_steps} steps)")
 
 
