@@ -1,4 +1,4 @@
-"""The embeddings artifact, and the top-k accuracy that kNN and linear readout report on it.
+"""The embeddings artifact: the frozen encoder's features of the train and test splits.
 
 ``data/embeddings.safetensors`` (kind ``"embeddings"``) holds the frozen encoder's features of the
 train and test splits: ``{split}_backbone`` float32 (N, F), ``{split}_projection`` float32 (N, P) and
@@ -103,13 +103,3 @@ def _check_consistent(path: str | os.PathLike[str], tensors: Mapping[str, torch.
         train_dim, test_dim = tensors[f"train_{feature}"].shape[1], tensors[f"test_{feature}"].shape[1]
         if train_dim != test_dim:
             raise HclError(f"{path}: train_{feature} has dimension {train_dim} but test_{feature} has {test_dim}")
-
-
-def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 5)) -> dict[int, float]:
-    """Share of rows whose true label is among the ``k`` highest class scores, for each ``k``.
-
-    ``k`` is capped at the number of classes, so top-5 of a 3-class problem is 1.0.
-    """
-    ranked = scores.topk(min(max(ks), scores.shape[1]), dim=1).indices
-    hits = ranked == labels.to(ranked.device)[:, None]
-    return {k: int(hits[:, :k].any(dim=1).sum()) / len(labels) for k in ks}  # exact ratios, not float32 means

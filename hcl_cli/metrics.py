@@ -1,4 +1,4 @@
-"""The metrics artifact of ``knn-eval`` and ``linear-eval``: one small JSON object per evaluation.
+"""The metrics of ``knn-eval`` and ``linear-eval``: the top-k accuracy, and the metrics artifact, one small JSON object per evaluation.
 
 ``metrics/knn.json`` and ``metrics/linear.json`` hold, flat (as ``dvc metrics`` and ``dvc exp show``
 read them), ``top1`` and ``top5`` (shares of the test split), ``test_size`` (the number of test
@@ -12,13 +12,16 @@ and the field.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import is_finite_number, read_json, write_json
 from hcl_cli.config import StageConfig
 from hcl_cli.errors import HclError, UsageError
+
+if TYPE_CHECKING:
+    import torch  # annotations only: the module itself imports no torch
 
 ACCURACIES = ("top1", "top5")
 
@@ -81,3 +84,13 @@ def load_metrics(path: str | os.PathLike[str], stage: type[StageConfig]) -> Eval
             raise HclError(str(exc)) from None
     details = {key: value for key, value in values.items() if key not in {*ACCURACIES, "test_size", *params}}
     return EvaluationMetrics(top1=float(values["top1"]), top5=float(values["top5"]), test_size=test_size, params=params, details=details)
+
+
+def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 5)) -> dict[int, float]:
+    """Share of rows whose true label is among the ``k`` highest class scores, for each ``k``.
+
+    ``k`` is capped at the number of classes, so top-5 of a 3-class problem is 1.0.
+    """
+    ranked = scores.topk(min(max(ks), scores.shape[1]), dim=1).indices
+    hits = ranked == labels.to(ranked.device)[:, None]
+    return {k: int(hits[:, :k].any(dim=1).sum()) / len(labels) for k in ks}  # exact ratios, not float32 means

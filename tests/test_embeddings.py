@@ -17,9 +17,9 @@ import torch
 from hcl_cli.artifacts import save_artifact
 from hcl_cli.cli import main
 from hcl_cli.config import KnnConfig, LinearConfig
-from hcl_cli.embeddings import EMBEDDINGS_KIND, load_embeddings, save_embeddings, topk_accuracy
+from hcl_cli.embeddings import EMBEDDINGS_KIND, load_embeddings, save_embeddings
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.metrics import EvaluationMetrics, load_metrics, save_metrics
+from hcl_cli.metrics import EvaluationMetrics, load_metrics, save_metrics, topk_accuracy
 
 CLASSES = ["zero", "one", "two"]
 Corruption = Callable[[dict[str, torch.Tensor]], None]

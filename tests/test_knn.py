@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hcl_cli.embeddings import topk_accuracy
 from hcl_cli.errors import UsageError
 from hcl_cli.knn import knn_predict, nearest_neighbours
+from hcl_cli.metrics import topk_accuracy
 
 NUM_CLASSES = 6
 K = 25

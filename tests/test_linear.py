@@ -25,9 +25,9 @@ from hcl_cli.augment import build_augmentation, build_eval_transform
 from hcl_cli.cli import main
 from hcl_cli.config import LinearConfig
 from hcl_cli.datasets import load_card, load_split
-from hcl_cli.embeddings import save_embeddings, topk_accuracy
+from hcl_cli.embeddings import save_embeddings
 from hcl_cli.linear import augmented_readout, linear_readout, standardise
-from hcl_cli.metrics import load_metrics
+from hcl_cli.metrics import load_metrics, topk_accuracy
 from hcl_cli.models import ContrastiveModel, build_model, save_encoder
 
 Digits = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]

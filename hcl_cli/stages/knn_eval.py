@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.config import KnnConfig
-from hcl_cli.embeddings import load_embeddings, topk_accuracy
+from hcl_cli.embeddings import load_embeddings
 from hcl_cli.knn import knn_predict
-from hcl_cli.metrics import EvaluationMetrics, save_metrics
+from hcl_cli.metrics import EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.runtime import resolve_device
 
 

@@ -16,9 +16,9 @@ from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
 from hcl_cli.config import LinearConfig
 from hcl_cli.datasets import load_card, load_split
-from hcl_cli.embeddings import load_embeddings, topk_accuracy
+from hcl_cli.embeddings import load_embeddings
 from hcl_cli.linear import augmented_readout, linear_readout
-from hcl_cli.metrics import EvaluationMetrics, save_metrics
+from hcl_cli.metrics import EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.models import check_fits_dataset, load_encoder
 from hcl_cli.runtime import resolve_device
 

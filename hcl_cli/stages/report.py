@@ -44,10 +44,10 @@ from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import FEATURES, KnnConfig, LinearConfig, PretrainConfig, ReportConfig, StageConfig
 from hcl_cli.datasets import CARD_FILE, DatasetCard, load_card, load_split
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, hardest_negatives, label_pair_similarities, loss_key, pick_anchors
-from hcl_cli.embeddings import load_embeddings, topk_accuracy
+from hcl_cli.embeddings import load_embeddings
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.knn import knn_predict
-from hcl_cli.metrics import EvaluationMetrics, load_metrics
+from hcl_cli.metrics import EvaluationMetrics, load_metrics, topk_accuracy
 from hcl_cli.models import ContrastiveModel, EncoderSidecar, build_model, check_fits_dataset, encode, load_encoder
 from hcl_cli.params import load_params
 from hcl_cli.runtime import resolve_device

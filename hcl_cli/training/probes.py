@@ -10,8 +10,8 @@ from torch import Tensor, nn
 
 from hcl_cli.config import KnnConfig
 from hcl_cli.diagnostics import hscl_diagnostics
-from hcl_cli.embeddings import topk_accuracy
 from hcl_cli.knn import knn_predict
+from hcl_cli.metrics import topk_accuracy
 from hcl_cli.modality import Modality, Samples
 from hcl_cli.models import ContrastiveModel
 
