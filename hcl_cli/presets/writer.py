@@ -1,0 +1,184 @@
+"""``hcl preset NAME``: write a preset's groups into a params file, keeping everything else.
+
+Each group the preset sets is written *whole* (the values it names and the declared default of
+every other key, the machine keys of :data:`~hcl_cli.presets.base.MACHINE_KEYS` excepted); every
+other group, every comment and the file's indentation and line endings stay as they are. The file
+is edited line by line, read back and compared with what was meant, and replaced atomically
+through a sibling temporary file: it is either rewritten whole or left untouched.
+
+Files it will not touch, each with a one-line message and nothing written: a directory or other
+non-regular file, a file that is not UTF-8 or not YAML, a read-only file, and YAML with anchors or
+aliases (``&a``, ``*a``, ``<<: *a``), whose shared values a line edit would silently change in
+more than one place. A symbolic link is followed: its target is rewritten and the link kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hcl_cli.errors import HclError, UsageError
+from hcl_cli.params import default_params_yaml
+from hcl_cli.presets.base import Preset
+
+GROUP_LINE = re.compile(r"^(?P<key>[^\s#][^:]*):(?P<rest>[^#]*)(#.*)?$")
+KEY_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<key>[A-Za-z_][\w-]*):(?P<value>.*?)(?P<comment>[ \t]+#.*)?$")
+
+
+def apply(preset: Preset, path: Path) -> str:
+    """Write ``preset`` into the params file ``path`` (the defaults when it is missing); return the report to print."""
+    groups = preset.groups()
+    target = path.resolve() if path.is_symlink() else path
+    text = read_params_text(path, target)
+    before = parse(path, text)
+    edited = edit_groups(text, groups, before)
+    expected = {**before, **{group: {**(before.get(group) or {}), **values} for group, values in groups.items()}}
+    try:
+        after = yaml.safe_load(edited)
+    except yaml.YAMLError:
+        after = None
+    if after != expected:
+        raise HclError(f"{path}: could not edit it in place (a group is not a plain block of 'key: value' lines); nothing written")
+    write_atomically(target, edited)
+    changes = []
+    for group, values in groups.items():
+        old = before.get(group) or {}
+        changes += [
+            f"  {group}.{key}: {value_text(key, old, '(unset)')} -> {value_text(key, values)}"
+            for key in values
+            if old.get(key, changes) != values[key]
+        ]
+    where = f"{preset.paper} {preset.where}, {preset.dataset}: top-1 {preset.top1}%"
+    into = f"{path} (-> {target})" if target != path else str(path)
+    lines = [f"hcl preset: wrote {preset.name} ({where}) into {into}: {len(changes)} value(s) changed", *changes, f"note: {preset.note}"]
+    return "\n".join([*lines, "then: dvc repro (or dvc exp run)"]) + "\n"
+
+
+def read_params_text(path: Path, target: Path) -> str:
+    """The text of the params file (``hcl params``' defaults when it does not exist), or a one-line error
+    for a file that preset must not rewrite."""
+    if path.is_symlink() and not target.exists():
+        raise UsageError(f"{path} is a symbolic link to {target}, which does not exist; nothing written")
+    if not target.exists():
+        return default_params_yaml()
+    mode = target.stat().st_mode
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a directory, not a params file; give the file, e.g. {path / 'params.yaml'}")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path} is not a regular file; give a params.yaml file")
+    if not mode & stat.S_IWUSR or not os.access(target, os.W_OK):
+        raise HclError(f"{path} is read-only; nothing written (make it writable to apply a preset)")
+    try:
+        data = target.read_bytes()
+    except OSError as exc:
+        raise HclError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"cannot read {path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); nothing written"
+        ) from None
+
+
+def parse(path: Path, text: str) -> dict[str, Any]:
+    """The values of ``text``; a usage error for text that is not a YAML mapping, an error for anchors and aliases."""
+    try:
+        events = list(yaml.parse(text, Loader=yaml.SafeLoader))
+        values = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    if any(isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) for event in events):
+        raise HclError(
+            f"{path} uses YAML anchors or aliases (&name, *name), which a line-by-line edit would change in more than one "
+            "place; nothing written (write the values out, or edit the file by hand)"
+        )
+    if not isinstance(values, dict):
+        raise UsageError(f"{path} must be a mapping of stage groups")
+    return values
+
+
+def entry_text(key: str, value: Any) -> str:
+    """``key: value`` as ``hcl params`` spells it (``weight_decay: 1.0e-06``, ``undimix_weights: '1,1,1'``)."""
+    return yaml.safe_dump({key: value}, default_flow_style=True, width=1000).strip()[1:-1]
+
+
+def value_text(key: str, values: Mapping[str, Any], missing: str = "") -> str:
+    """``values[key]`` as params.yaml spells it, or ``missing``."""
+    return entry_text(key, values[key]).partition(": ")[2] if key in values else missing
+
+
+def edit_groups(text: str, groups: Mapping[str, Mapping[str, Any]], before: Mapping[str, Any]) -> str:
+    """``text`` (whose values are ``before``) with every key of ``groups`` set, line by line: comments, order,
+    indentation, line endings, other lines and the lines of unchanged values kept. A group written inline
+    (``linear: {epochs: 3}``) becomes a block of its values and the new ones."""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines()
+    defaults = default_lines()
+    file_indent = next((m["indent"] for line in lines if (m := KEY_LINE.match(line))), "  ")
+
+    def new_lines(group: str, values: Mapping[str, Any], indent: str) -> list[str]:
+        return [indent + set_value(defaults[group].get(key, f"  {key}: null"), value).lstrip(" ") for key, value in values.items()]
+
+    for group, values in groups.items():
+        old = before.get(group) or {}
+        header = next((i for i, line in enumerate(lines) if (m := GROUP_LINE.match(line)) and m["key"].strip() == group), None)
+        if header is None:
+            lines += ["", f"{group}:", *new_lines(group, values, file_indent)]
+        elif GROUP_LINE.match(lines[header])["rest"].strip():
+            lines[header : header + 1] = [f"{group}:", *new_lines(group, {**old, **values}, file_indent)]
+        else:
+            end = next((i for i in range(header + 1, len(lines)) if GROUP_LINE.match(lines[i])), len(lines))
+            found = [(i, m) for i in range(header + 1, end) if (m := KEY_LINE.match(lines[i]))]
+            indent = found[0][1]["indent"] if found else file_indent
+            where = {m["key"]: i for i, m in found if m["indent"] == indent}
+            for key in where.keys() & values.keys():
+                if old.get(key, where) != values[key]:
+                    lines[where[key]] = set_value(lines[where[key]], values[key])
+            last = max(where.values(), default=header)
+            lines[last + 1 : last + 1] = new_lines(group, {key: value for key, value in values.items() if key not in where}, indent)
+    return newline.join(lines) + newline
+
+
+def set_value(line: str, value: Any) -> str:
+    """The ``key: value`` line ``line`` with ``value``, its comment kept at its column (one space further at least)."""
+    match = KEY_LINE.match(line)
+    assert match is not None, line
+    head = match["indent"] + entry_text(match["key"], value)
+    comment = match["comment"]
+    return f"{head} ".ljust(len(line) - len(comment.lstrip())) + comment.lstrip() if comment else head
+
+
+def default_lines() -> dict[str, dict[str, str]]:
+    """The lines of ``hcl params``' file, by group and key (how a key missing from a file is written)."""
+    found: dict[str, dict[str, str]] = {}
+    group = ""
+    for line in default_params_yaml().splitlines():
+        if match := GROUP_LINE.match(line):
+            group = match["key"]
+            found[group] = {}
+        elif match := KEY_LINE.match(line):
+            found[group][match["key"]] = line
+    return found
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` through a sibling temporary file, keeping its mode; on any failure the
+    temporary file is removed and ``path`` is as it was."""
+    temporary = path.with_name(f".{path.name}.preset-{os.getpid()}")
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(temporary, stat.S_IMODE(path.stat().st_mode))
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise HclError(f"cannot write {path}: {exc.strerror or exc}; nothing written") from None
