@@ -6,7 +6,8 @@ paper's formula (float64, plain loops), or of the official code where that is th
 3. HCL-OT: kappa 1 by default, and Eq. (5)'s epsilon is half of ``ot_epsilon``;
 4. the basic contrastive loss of HCL-OT Eq. (9) for every sampler (``objective="bcl"``);
 5. detached negative weights (H-SCL's code): same value, other gradient;
-6. UnDiMix: learned weights, the literal Eq. (3) gradient by autograd, Eq. (4)'s diversity;
+6. UnDiMix: learned weights, the literal Eq. (3) gradient by autograd, Eq. (4)'s diversity over the
+   anchor's view, convex mixing weights;
 7. HCL Fig. 4's oracle: the unsupervised losses with same-label positives (``positives="labels"``).
 """
 
@@ -43,7 +44,8 @@ from hcl_cli.errors import UsageError
 from hcl_cli.objectives import SAMPLERS, beta_at, check_sampler_inputs, contrastive_loss, negative_weights
 from hcl_cli.objectives.core import PairBatch
 from hcl_cli.objectives.registry import supervised_samplers, users_of
-from hcl_cli.objectives.undimix import diversity_scores, initial_attention, last_layer_gradients
+from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.objectives.undimix import SCORES, diversity_scores, importance, initial_attention, last_layer_gradients, mixing_weights
 
 LABELS = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
 BETA, THRESHOLD = 1.5, 0.0
@@ -251,6 +253,7 @@ def reference_bcl(q: list[Tensor], z1: Tensor, z2: Tensor, labels: Tensor, label
 def test_bcl_is_eq9_for_every_sampler(sampler: str, positives: str) -> None:
     layer, h1, h2, z1, z2 = head(32)
     options = {"temperature": T, "beta": BETA, "tau_plus": 0.1, "threshold": THRESHOLD, "ot_epsilon": 0.5, "ot_iterations": 50}
+    options["undimix_diversity"] = "both"  # the reference's reading of Eq. (4)
     loss = contrastive_loss(z1, z2, LABELS, sampler=sampler, objective="bcl", positives=positives, head_inputs=(h1, h2), **options)
     q = reference_negative_distribution(sampler, z1, z2, LABELS, (h1, h2), layer)
     assert_same_loss(loss, reference_bcl(q, z1, z2, LABELS, positives == "labels" or sampler in supervised_samplers()), (z1, z2))
@@ -283,7 +286,14 @@ def test_undimix_learned_weights_are_a_softmax_trained_by_the_loss() -> None:
     layer, h1, h2, z1, z2 = head(34)
     attention = torch.tensor([0.3, -0.2, 0.5], dtype=torch.float64, requires_grad=True)
     loss = contrastive_loss(
-        z1, z2, sampler="undimix", temperature=T, head_inputs=(h1, h2), undimix_learned=True, undimix_attention=attention
+        z1,
+        z2,
+        sampler="undimix",
+        temperature=T,
+        head_inputs=(h1, h2),
+        undimix_learned=True,
+        undimix_attention=attention,
+        undimix_diversity="both",
     )
     reference = reference_undimix(z1, z2, layer, h1, h2, T, list(torch.softmax(attention, dim=0)))
     assert_same_loss(loss, reference, (z1, z2, attention))
@@ -299,6 +309,7 @@ def test_undimix_learned_weights_leave_out_the_parts_of_weight_zero() -> None:
         "undimix_weights": "1,0,2",
         "undimix_learned": True,
         "undimix_attention": attention,
+        "undimix_diversity": "both",
     }
     loss = contrastive_loss(z1, z2, sampler="undimix", **options)
     kept = torch.softmax(attention[[0, 2]], dim=0)
@@ -336,32 +347,68 @@ def literal_gradients(layer: nn.Linear, h1: Tensor, h2: Tensor) -> list[Tensor]:
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_undimix_autograd_uncertainty_is_eq3_literally(bias: bool) -> None:
+def test_undimix_literal_uncertainty_is_eq3_as_written(bias: bool) -> None:
     layer, h1, h2, z1, z2 = head(37, bias)
     expected = torch.stack(literal_gradients(layer, h1, h2))
     batch = PairBatch(z1.detach(), z2.detach(), None, T)
     torch.testing.assert_close(last_layer_gradients(batch, torch.cat([h1, h2]), layer), expected)
-    loss = contrastive_loss(
-        z1, z2, sampler="undimix", temperature=T, head_inputs=(h1, h2), head_layer=layer, undimix_uncertainty="autograd"
-    )
+    options = {"temperature": T, "head_inputs": (h1, h2), "undimix_diversity": "both"}
+    loss = contrastive_loss(z1, z2, sampler="undimix", head_layer=layer, undimix_uncertainty="literal", **options)
     reference = reference_undimix(z1, z2, layer, h1, h2, T, (1.0, 1.0, 1.0), gradients=list(expected))
     assert_same_loss(loss, reference, (z1, z2))
-    closed = contrastive_loss(z1, z2, sampler="undimix", temperature=T, head_inputs=(h1, h2))
+    closed = contrastive_loss(z1, z2, sampler="undimix", **options)
     assert closed.item() != pytest.approx(loss.item(), abs=1e-9), "the two readings of Eq. (3) differ"
     with pytest.raises(UsageError, match="head_layer"):
-        contrastive_loss(z1, z2, sampler="undimix", head_inputs=(h1, h2), undimix_uncertainty="autograd")
+        contrastive_loss(z1, z2, sampler="undimix", head_inputs=(h1, h2), undimix_uncertainty="literal")
 
 
-def test_undimix_diversity_is_eq4_without_the_negatives_other_view() -> None:
+def anchor_view_diversity(z: Tensor, i: int, j: int) -> Tensor:
+    """UnDiMix Eq. (4) as written, r(x~_j, x_i) = 1/(N - 2) sum_{j' not in {i, j}} (1 - s(x~_j, x~_j')):
+    the N - 2 = B - 2 rows j' of the anchor's view whose images are neither i's nor j's."""
+    batch = len(z) // 2
+    view = range(batch) if i < batch else range(batch, 2 * batch)
+    others = [k for k in view if k % batch not in (i % batch, j % batch)]
+    assert len(others) == batch - 2
+    return sum(1 - z[j] @ z[k] for k in others) / (batch - 2)
+
+
+def test_undimix_diversity_is_eq4_over_the_anchor_view_by_default_and_over_both_views_as_an_option() -> None:
     z1, z2 = views(38)
-    scores = diversity_scores(PairBatch(z1, z2, None, T))
     z = unit_rows(z1, z2).detach()
+    default = diversity_scores(PairBatch(z1, z2, None, T))
+    options = SamplerOptions.resolve(SAMPLERS["undimix"], {})
+    both = diversity_scores(PairBatch(z1, z2, None, T), options.replaced({"undimix_diversity": "both"}, {}))
+    torch.testing.assert_close(diversity_scores(PairBatch(z1, z2, None, T), options), default, rtol=0, atol=0)
+    gaps = []
     for i in range(2 * B):
         for j in range(2 * B):
             if j not in (i, partner(i, B)):
-                assert scores[i, j].item() == pytest.approx(reference_diversity(z, i, j).item(), abs=1e-12)
+                assert default[i, j].item() == pytest.approx(anchor_view_diversity(z, i, j).item(), abs=1e-12)
+                assert both[i, j].item() == pytest.approx(reference_diversity(z, i, j).item(), abs=1e-12)
+                gaps.append(abs(default[i, j] - both[i, j]).item())
                 with_own_view = sum(1 - z[j] @ z[k] for k in range(2 * B) if k not in (i, partner(i, B), j)) / (2 * B - 3)
-                assert scores[i, j].item() != pytest.approx(with_own_view.item(), abs=1e-9)
+                assert both[i, j].item() != pytest.approx(with_own_view.item(), abs=1e-9)
+    assert max(gaps) > 1e-3, "the two readings differ"
+
+
+def test_undimix_importance_is_a_convex_combination_in_zero_one_where_the_raw_sum_is_negative() -> None:
+    layer, h1, h2, z1, z2 = head(41)
+    batch = PairBatch(z1.detach(), z2.detach(), None, T)
+    negatives = batch.masks.negatives
+    for given in (
+        {},
+        {"undimix_weights": "2,1,5"},
+        {"undimix_learned": True, "undimix_attention": torch.tensor([3.0, -1.0, 0.5], dtype=torch.float64)},
+    ):
+        options = SamplerOptions.resolve(SAMPLERS["undimix"], {"head_inputs": (h1, h2), "head_layer": layer, **given})
+        mix = mixing_weights(batch, options)
+        assert mix.min() >= 0 and mix.sum().item() == pytest.approx(1.0, abs=1e-12), "lambda is a convex combination"
+        raw = sum(score(batch, options) for score in SCORES)
+        assert (raw[negatives] < 0).any(), "raw s + u + r is negative for some pairs"
+        weights = importance(batch, options)
+        assert weights[negatives].min() >= 0 and weights[negatives].max() <= 1 and (weights[~negatives] == 0).all()
+    fixed = mixing_weights(batch, SamplerOptions.resolve(SAMPLERS["undimix"], {"undimix_weights": "2,1,5"}))
+    torch.testing.assert_close(fixed, torch.tensor([0.25, 0.125, 0.625], dtype=torch.float64))
 
 
 # --- 7. HCL Fig. 4's label-positive oracle ------------------------------------------------------

@@ -121,9 +121,10 @@ def undimix_gradients(batch: QueuedBatch) -> tuple[list[Tensor], list[Tensor]]:
 
 def undimix_rows(batch: QueuedBatch, mix: tuple[float, float, float]) -> list[Tensor]:
     """Per anchor, Algorithm 1's weights of its negatives among the candidates: similarity, uncertainty
-    and Eq. (4)'s diversity (over the candidates of images other than the anchor's and the negative's),
-    each min-max normalised over the negatives, mixed, scaled to mean 1."""
+    and Eq. (4)'s diversity (over the candidates of the anchor's view of images other than the anchor's and
+    the negative's), each min-max normalised over the negatives, mixed, scaled to mean 1."""
     z, c, images = batch.anchors.detach(), batch.candidates.detach(), candidate_images()
+    views = [j // B for j in range(2 * B)] + [p % 2 for p in range(K)]
     anchor_gradients, candidate_gradients = undimix_gradients(batch)
     rows = []
     for i in range(2 * B):
@@ -132,7 +133,7 @@ def undimix_rows(batch: QueuedBatch, mix: tuple[float, float, float]) -> list[Te
         uncertainty = torch.stack([anchor_gradients[i] @ candidate_gradients[j] for j in negatives])
         diversity = []
         for j in negatives:
-            others = [k for k in range(len(c)) if images[k] not in (i % B, images[j])]
+            others = [k for k in range(len(c)) if views[k] == views[i] and images[k] not in (i % B, images[j])]
             diversity.append(sum(1 - c[j] @ c[k] for k in others) / len(others))
         parts = [w * (s - s.min()) / (s.max() - s.min()) for w, s in zip(mix, (similarity, uncertainty, torch.stack(diversity))) if w > 0]
         score = sum(parts)
@@ -319,7 +320,7 @@ def test_momentum_keys_that_do_not_fit_are_one_line_usage_errors(changes: dict[s
 def test_undimix_literal_gradients_refuse_a_queue() -> None:
     batch = QueuedBatch(6)
     with pytest.raises(UsageError, match="cannot use a queue"):
-        batch.loss("undimix", undimix_uncertainty="autograd", head_layer=batch.layer)
+        batch.loss("undimix", undimix_uncertainty="literal", head_layer=batch.layer)
 
 
 # --- the key encoder and the queue --------------------------------------------------------------------
@@ -367,7 +368,7 @@ def test_the_queue_keeps_the_last_k_keys_with_both_views_side_by_side() -> None:
 
 def test_the_options_queue_size_and_momentum_are_checked_and_an_unread_momentum_is_warned_about() -> None:
     with pytest.raises(UsageError, match="cannot use a queue"):
-        PretrainConfig(sampler="undimix", undimix_uncertainty="autograd", queue_size=64)
+        PretrainConfig(sampler="undimix", undimix_uncertainty="literal", queue_size=64)
     with pytest.raises(UsageError, match="--queue-size must be even"):
         PretrainConfig(queue_size=63)
     with pytest.raises(UsageError, match="--momentum must be < 1.0"):
@@ -407,14 +408,14 @@ def test_the_trainer_feeds_the_loss_the_key_encoder_s_keys_and_the_queue(
     context.seed_everything(0)
     model, training_step = build_training(config, load_card(data), context)
     images, labels = load_split(data, "train")
-    calls, real_loss = [], step.contrastive_loss
+    calls, real_loss = [], step.sampler_loss
 
     def recording_loss(*args: object, **kwargs: object) -> object:
-        keys = kwargs["momentum_keys"]
+        keys = kwargs["options"].momentum_keys  # type: ignore[attr-defined]
         calls.append(dataclasses.replace(keys, queue=keys.queue.clone(), queue_labels=keys.queue_labels.clone()))
         return real_loss(*args, **kwargs)
 
-    monkeypatch.setattr(step, "contrastive_loss", recording_loss)
+    monkeypatch.setattr(step, "sampler_loss", recording_loss)
     for index in range(5):
         batch = slice(16 * index, 16 * index + 16)
         key_model, query_model = [p.clone() for p in training_step.queue.key_model.parameters()], [p.clone() for p in model.parameters()]

@@ -9,27 +9,34 @@ Each negative j of anchor i gets an importance score from three parts:
     linear layer ``z = W h + b``, of the cross-entropy of the pseudo-labelling task of Eq. (2) and
     Fig. 4: find the row's partner among the B rows of the *other* view, with logits the cosines
     (Eq. (2) has no temperature) and label the argmax (the most confident prediction);
-(c) diversity ``r_ij`` (P3), Eq. (4): the mean of ``1 - cos(z_j, z_j')`` over the images j' other
-    than the anchor's and the negative's own, ``j' not in {i, j}``; each such image counts with
-    both of its views, so in the 2B rows j' runs over the 2B - 4 rows other than i, partner(i), j
-    and partner(j). The negative's own other view, its most similar row by construction, is left
-    out as Eq. (4) leaves out j itself.
+(c) diversity ``r_ij`` (P3), Eq. (4): ``1/(N - 2) sum_{j' not in {i, j}} (1 - s(x~_j, x~_j'))``, the
+    mean distance of the negative to the other images, ``undimix_diversity``:
+
+    - ``"anchor"`` (default, as written): Eq. (4)'s sum runs over one view, N images less i's and
+      j's: here the rows of the anchor's view (the first view's rows for an anchor of the first
+      view), with ``N - 2 = B - 2`` terms; the candidate itself is whichever view it is.
+    - ``"both"``: each of the N - 2 images counts with both of its views, so in the 2B rows j'
+      runs over the 2B - 4 rows other than i, partner(i), j and partner(j). The negative's own
+      other view, its most similar row by construction, is left out as Eq. (4) leaves out j.
 
 Uncertainty, ``undimix_uncertainty``:
 
-- ``"badge"`` (default), in closed form: BADGE's gradient embeddings (Ash et al. 2020), which
-  the paper cites for its uncertainty: the gradient with respect to the weight W only, the other
-  embeddings (the candidates of the pseudo-labelling task) held fixed, as BADGE holds the class
+- ``"literal"`` (the UnDiMix presets' choice), Eq. (3) as written: ``g_j = d l_j / d theta_last`` by
+  autograd (``torch.func.jacrev`` over the 2B losses), theta_last being *every* parameter of the last
+  layer (W and b), and the gradient flowing through every embedding that ``l_j`` depends on, the
+  candidates included, each recomputed as ``W h + b`` from ``head_inputs`` and the layer given as
+  ``head_layer``. It costs a (2B, P*H) Jacobian and a (2B x P*H) Gram product, and needs every
+  candidate's full gradient, which no queue keeps: in-batch only.
+- ``"badge"`` (the option's default, kept because it is cheap and works with a queue), in closed
+  form: BADGE's gradient embeddings (Ash et al. 2020), which the paper cites for its uncertainty:
+  the gradient with respect to the weight W only, the other embeddings (the candidates of the pseudo-labelling task) held fixed, as BADGE holds the class
   weights. The logit residual ``p_j - e_{y_j}`` gives ``dl_j/dz^_j = sum_k (p_jk - e_{y_j,k}) z^_k``
   over the candidates k, the normalisation gives ``delta_j = (I - z^_j z^_j^T) dl_j/dz^_j /
   ||z_j||``, and ``g_j = delta_j h_j^T`` (the outer product with the layer input). Hence
   ``g_i.g_j = (delta_i.delta_j)(h_i.h_j)``: two (2B x 2B) matrix products, no per-sample backward,
   no (2B, P*H) gradient matrix, and the layer itself is not needed.
-- ``"autograd"``, Eq. (3) literally: ``g_j = d l_j / d theta_last`` by autograd
-  (``torch.func.jacrev`` over the 2B losses), theta_last being *every* parameter of the last
-  layer (W and b), and the gradient flowing through every embedding that ``l_j`` depends on, the
-  candidates included, each recomputed as ``W h + b`` from ``head_inputs`` and the layer given as
-  ``head_layer``. It costs a (2B, P*H) Jacobian and a (2B x P*H) Gram product.
+  It correlates only loosely with the literal reading (the candidates' own dependence on theta is
+  dropped), which is why the presets use ``literal``.
 
 With a momentum encoder (MoCo), the candidates are the batch's keys and a queue of earlier keys,
 and each part keeps its meaning over them (our reading; the paper ran UnDiMix on MoCo-v2 without
@@ -37,24 +44,26 @@ saying how): (a) ``s_ij`` is the anchor's cosine with the candidate; (b) the can
 is its key's BADGE gradient embedding, of the pseudo-labelling task among the keys of the batch it
 came with, under the key encoder, so a queue keeps the two factors ``delta_j`` and ``h_j`` of each
 key (:func:`key_features`) and ``u_ij = (delta_i.delta_j)(h_i.h_j)`` as before; the anchors' own
-``g_i`` are unchanged; (c) the mean of Eq. (4) runs over every candidate of an image other than the
-anchor's and the candidate's, a queued image's other view included (the queue holds both views of
-an image at rows 2p, 2p + 1). The literal ``autograd`` reading of Eq. (3) needs every candidate's
-full last-layer gradient, which no queue keeps: it runs in-batch only.
+``g_i`` are unchanged; (c) the mean of Eq. (4) runs over the candidates of images other than the
+anchor's and the candidate's in the anchor's view (the queue holds both views of an image at rows
+2p, 2p + 1: the first view's at 2p), or in both views (``both``). The ``literal`` reading of Eq. (3) runs in-batch only.
 
-Combination (the paper leaves normalisation open; our reading): each part is min-max normalised to
-[0, 1] over the anchor's N = 2B - 2 (+ K) negatives (a part constant over them contributes 0); the
-parts are combined linearly, Eq. (5), with weights lambda = ``undimix_weights`` (similarity,
-uncertainty, diversity; the paper's "fixed weights" variant of Table 3, default equal), or, with
-``undimix_learned``, with learned weights: the paper's "attention weights ... learned during
-training", one weight per part for the whole model (the paper models "the weight of each
-component as a learned hyper-parameter"), read here as ``lambda = softmax(a)`` over the parts of
-positive ``undimix_weights``, with logits ``a`` (``undimix_attention``, see
-:func:`initial_attention`) trained with the encoder by the gradient of this loss; the scores
-themselves stay detached. The combination is scaled to mean 1 over the anchor's negatives and
-multiplies the ``exp(s_ij)`` terms of the NT-Xent denominator: ``-log(pos / (pos + sum_j w_ij
-exp(s_ij)))``. No tau+ debiasing. A negative scoring 0 in every weighted part gets weight 0; an
-anchor all of whose scores are 0 falls back to uniform weights (SimCLR).
+Combination, Eq. (5) with h "linear interpolation or attention weights": each part is min-max
+normalised to [0, 1] over the anchor's N = 2B - 2 (+ K) negatives (a part constant over them
+contributes 0; raw, s + u + r can be negative, so a raw sum would make negative weights), and the
+parts are mixed convexly, ``w_ij = sum_k lambda_k part_k`` with ``lambda_k >= 0``, ``sum lambda = 1``
+(:func:`importance`, in [0, 1]). lambda is ``undimix_weights`` divided by its sum (similarity,
+uncertainty, diversity; the "fixed weights" variant of Table 3, default equal), or, with
+``undimix_learned``, the paper's "attention weights ... learned during training", one weight per
+part for the whole model ("the weight of each component as a learned hyper-parameter"), read as
+``lambda = softmax(a)`` over the parts of positive ``undimix_weights``, with logits ``a``
+(``undimix_attention``, see :func:`initial_attention`) trained with the encoder by the gradient of
+this loss; the scores themselves stay detached. The importances multiply the ``exp(s_ij)`` terms
+of the NT-Xent denominator as a distribution over the negatives (scaled to mean 1, the shared
+objective's normalisation; Algorithm 1 adds ``sum_j w_ij exp(s_ij)`` unscaled, a difference the
+README's deviations table names): ``-log(pos / (pos + N E_q[exp(s_ij)]))``. No tau+ debiasing. A
+negative scoring 0 in every weighted part gets weight 0; an anchor all of whose scores are 0 falls
+back to uniform weights (SimCLR).
 """
 
 from __future__ import annotations
@@ -69,8 +78,8 @@ from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, PairBatch
-from hcl_cli.objectives.options import SamplerOptions
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, undimix_weight_values
+from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
 def cross_view_logits(unit: Tensor, size: int) -> Tensor:
@@ -135,13 +144,13 @@ def last_layer_gradients(batch: PairBatch, hidden: Tensor, layer: torch.nn.Modul
 
 
 def uncertainty_scores(batch: PairBatch, options: SamplerOptions) -> Tensor:
-    """(2B, 2B + K) ``u_ij = g_i.g_j``, Eq. (3), in BADGE's closed form or by autograd (``undimix_uncertainty``)."""
+    """(2B, 2B + K) ``u_ij = g_i.g_j``, Eq. (3), literally (autograd) or in BADGE's closed form (``undimix_uncertainty``)."""
     hidden = head_hidden(batch, options)
-    if options.undimix_uncertainty == "autograd":
+    if options.undimix_uncertainty == "literal":
         if batch.momentum_keys is not None:
             raise UsageError(QUEUE_AND_AUTOGRAD)
         if options.head_layer is None:
-            raise UsageError("undimix with --undimix-uncertainty autograd needs head_layer, the projection head's last linear layer")
+            raise UsageError("undimix with --undimix-uncertainty literal needs head_layer, the projection head's last linear layer")
         gradients = last_layer_gradients(batch, hidden, options.head_layer)
         return gradients @ gradients.T
     delta = pseudo_label_gradients(batch.z, batch.raw)
@@ -150,7 +159,44 @@ def uncertainty_scores(batch: PairBatch, options: SamplerOptions) -> Tensor:
 
 
 def diversity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:
-    """(2B, 2B + K) ``r_ij``, Eq. (4): mean ``1 - cos(c_j, c_j')`` over the candidates j' of images other than i's and j's.
+    """(2B, 2B + K) ``r_ij``, Eq. (4), over the anchor's view (``undimix_diversity`` anchor, the default) or both views."""
+    if options is None or options.undimix_diversity == "anchor":
+        return anchor_view_diversity(batch)
+    return both_views_diversity(batch)
+
+
+def candidate_views(batch: PairBatch) -> tuple[Tensor, Tensor]:
+    """(2B + K,) the view of each candidate (0 or 1: ``j // B`` in the batch, ``p mod 2`` for queue row p) and
+    (2, 2B + K) the candidate of the same image in view 0 and in view 1."""
+    size, device = batch.batch_size, batch.masks.rows.device
+    columns = torch.arange(2 * size, device=device)
+    queue = torch.arange(batch.queue_size, device=device)
+    views = torch.cat([columns // size, queue % 2])
+    first = torch.cat([columns % size, 2 * size + queue - queue % 2])
+    second = torch.cat([columns % size + size, 2 * size + queue - queue % 2 + 1])
+    return views, torch.stack([first, second])
+
+
+def anchor_view_diversity(batch: PairBatch) -> Tensor:
+    """(2B, 2B + K) ``r_ij`` of Eq. (4) as written: ``1 - mean cos(c_j, c_j')`` over the N - 2 candidates j' of
+    the anchor's view whose images are neither i's nor j's (N = B + K/2 images per view).
+
+    ``sum_{j' in view v} cos(c_j, c_j')`` is ``c_j`` against the sum of view v's candidates; taking away
+    the anchor's image (its key's cosine with ``c_j``) and the candidate's own image in view v leaves the N - 2.
+    """
+    candidates = batch.candidates
+    views, twins = candidate_views(batch)
+    view_sums = torch.stack([candidates[views == view].sum(dim=0) for view in (0, 1)])
+    totals = candidates @ view_sums.T
+    own_image = (candidates[None, :, :] * candidates[twins]).sum(dim=2)
+    anchor_view = batch.masks.rows // batch.batch_size
+    rows_by_candidates = batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ candidates.T
+    others = totals.T[anchor_view] - rows_by_candidates - own_image[anchor_view]
+    return 1.0 - others / max(batch.batch_size + batch.queue_size // 2 - 2, 1)
+
+
+def both_views_diversity(batch: PairBatch) -> Tensor:
+    """(2B, 2B + K) ``r_ij``, Eq. (4) over both views: mean ``1 - cos(c_j, c_j')`` over the candidates j' of images other than i's and j's.
 
     ``own_j``, the sum over every candidate but j and its image's other view, is the column sum of
     the batch's keys' cosines with the candidates (the rows' own in-batch), plus ``c_j`` against
@@ -208,19 +254,19 @@ def learned_tensors(options: Mapping[str, Any]) -> dict[str, Tensor]:
 
 
 def mixing_weights(batch: PairBatch, options: SamplerOptions) -> Tensor:
-    """(3,) lambda: ``undimix_weights``, or with ``undimix_learned`` the softmax of ``undimix_attention``
-    over the parts of positive ``undimix_weights`` (differentiable in the attention logits)."""
+    """(3,) lambda, a convex combination: ``undimix_weights / sum(undimix_weights)``, or with ``undimix_learned`` the
+    softmax of ``undimix_attention`` over the parts of positive ``undimix_weights`` (differentiable in the attention logits)."""
     fixed = torch.tensor(options.undimix_weights, dtype=batch.compute_dtype, device=batch.cosine.device)
     if not options.undimix_learned:
-        return fixed
+        return fixed / fixed.sum()
     attention = options.undimix_attention
     if attention is None or tuple(attention.shape) != (3,):
         raise UsageError("undimix with --undimix-learned true needs undimix_attention, the (3,) learnable logits of the weights")
     return torch.softmax(attention.to(fixed).masked_fill(fixed == 0, -math.inf), dim=0)
 
 
-def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
-    """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity."""
+def importance(batch: PairBatch, options: SamplerOptions) -> Tensor:
+    """(2B, 2B + K) ``w_ij`` of Eq. (5), in [0, 1]: the convex combination of the min-max normalised parts, 0 off the negatives."""
     negatives = batch.masks.negatives
     mix = mixing_weights(batch, options)
     with torch.no_grad():
@@ -229,7 +275,12 @@ def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
             for k, score in enumerate(SCORES)
             if options.undimix_weights[k] > 0
         ]
-    combined = sum(mix[k] * part for k, part in parts).masked_fill(~negatives, 0.0)
+    return sum(mix[k] * part for k, part in parts).masked_fill(~negatives, 0.0)
+
+
+def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+    """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity."""
+    combined = importance(batch, options)
     mean = combined.sum(dim=1, keepdim=True) / batch.num_negatives
     positive = combined > 0
     log_weights = torch.where(positive, torch.where(positive, combined, 1.0).log(), -math.inf) - torch.where(mean > 0, mean, 1.0).log()
