@@ -13,12 +13,18 @@ go to ``NAME.safetensors`` and the rest to its JSON sidecar, both through
 The folder keeps the newest checkpoint pair, named by its position (``epoch-EEEE-step-SSSSSS``), and
 a pointer file ``latest.json`` naming it. A save writes the new pair first, then replaces the pointer
 (atomically), then deletes the older pairs; so a process killed at any moment of a save leaves
-the pointer on a complete checkpoint, the previous one or the new one, never on half of one.
+the pointer on a complete checkpoint, the previous one or the new one, never on half of one. A
+folder whose pointer is gone (deleted by hand) resumes from its newest complete pair, one whose
+tensor file matches the sha256 its sidecar records; the pointer is never the only record of a run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import random
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +46,14 @@ from hcl_cli.artifacts import (
     write_json,
 )
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.training.log import read_history
 
 CHECKPOINT_KIND = "checkpoint"
 POINTER_FILE = "latest.json"
 CHECKPOINT_TENSORS = {"rng.torch": TensorSpec(torch.uint8, 1), "rng.numpy": TensorSpec(torch.int64, 1)}
 RESUMABLE_CHANGES = ("epochs",)
+CHECKPOINT_NAME = re.compile(r"epoch-(\d{4,})-step-(\d{6,})\.safetensors")
+"""The file name :attr:`TrainingPosition.name` gives a checkpoint's tensors."""
 
 
 @dataclass(frozen=True)
@@ -95,13 +104,40 @@ class CheckpointStore:
         return self.folder / POINTER_FILE
 
     def latest(self) -> Path | None:
-        """The newest complete checkpoint, or None when the folder holds none."""
+        """The newest complete checkpoint, or None when the folder holds none.
+
+        The pointer names it; without a pointer, the complete pair (:func:`_is_complete`) of the
+        furthest position is the newest, as a save leaves at most the previous pair beside it.
+        """
         if not self.pointer.is_file():
-            return None
+            return self._newest_complete()
         name = read_json(self.pointer, what="checkpoint pointer").get("checkpoint")
         if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
             raise HclError(f"{self.pointer}: 'checkpoint' must name a .safetensors file in {self.folder} (got {name!r})")
         return self.folder / name
+
+    def _newest_complete(self) -> Path | None:
+        """The checkpoint of the furthest position whose pair is complete; None when no pair is.
+
+        A folder holding checkpoint files but no complete pair is a one-line HclError: starting
+        over silently would throw away a run that may be days old.
+        """
+        try:
+            names = sorted(os.listdir(self.folder))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise HclError(f"cannot read {self.folder}: {exc.strerror or exc}") from exc
+        found = [(int(match[1]), int(match[2]), name) for name in names if (match := CHECKPOINT_NAME.fullmatch(name))]
+        for *_, name in sorted(found, reverse=True):
+            if _is_complete(self.folder / name):
+                return self.folder / name
+        if found:
+            raise HclError(
+                f"{self.folder} has no {POINTER_FILE} and none of its checkpoints is complete "
+                f"({', '.join(name for *_, name in found[:3])}): run without --resume to start over"
+            )
+        return None
 
     def save(
         self,
@@ -196,6 +232,19 @@ class CheckpointStore:
                     path.unlink(missing_ok=True)
 
 
+def _is_complete(path: Path) -> bool:
+    """Whether ``path`` and its sidecar form a whole checkpoint: the tensor file's sha256 is the one the sidecar records."""
+    if not (path.is_file() and sidecar_path(path).is_file()):
+        return False
+    try:
+        sidecar = json.loads(sidecar_path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(sidecar, dict) and sidecar.get("kind") == CHECKPOINT_KIND and sidecar.get("sha256") == digest
+
+
 def _read_position(path: Path, recorded: Any) -> TrainingPosition:
     """The sidecar's ``position``: non-negative integers ``epoch`` and ``step``."""
     if not isinstance(recorded, dict):
@@ -208,9 +257,12 @@ def _read_position(path: Path, recorded: Any) -> TrainingPosition:
 
 
 def _read_loop_state(path: Path, recorded: Any, epoch_total_fields: Collection[str] | None) -> dict[str, Any]:
-    """The sidecar's ``loop_state``, its ``epoch_totals`` (if any, or if fields are asked for) an object of numbers."""
+    """The sidecar's ``loop_state``, its ``epoch_totals`` (if any, or if fields are asked for) an object of numbers, its
+    ``history`` (if any) rows of metrics under the names the training log writes (:func:`~hcl_cli.training.log.read_history`)."""
     if not isinstance(recorded, dict):
         raise HclError(f"{path}: the sidecar records no 'loop_state' object (got {recorded!r})")
+    if "history" in recorded:
+        recorded = {**recorded, "history": read_history(recorded["history"], f"{path}: the sidecar's 'loop_state.history'")}
     if "epoch_totals" not in recorded and epoch_total_fields is None:
         return dict(recorded)
     totals = recorded.get("epoch_totals")

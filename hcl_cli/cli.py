@@ -22,6 +22,7 @@ from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, 
 from hcl_cli.errors import HclError
 from hcl_cli.options import Option, option_name, parse_bool
 from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_params
+from hcl_cli.training.signals import Interrupted, interrupt_policy
 
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     prog = "hcl" + (f" {args[0]}" if args and not args[0].startswith("-") else "")
     try:
-        code = command.main(args=args, prog_name="hcl", standalone_mode=False)
+        with interrupt_policy(prog):
+            code = command.main(args=args, prog_name="hcl", standalone_mode=False)
     except typer.Abort:
         _fail(prog, "aborted", 130, debug)
     except _CLICK_EXCEPTION as exc:
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(prog, exc.format_message().replace("\n", " "), exc.exit_code, debug)
     except HclError as exc:
         _fail(prog, str(exc).replace("\n", " "), exc.exit_code, debug)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         _fail(prog, "interrupted", 130, debug)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)

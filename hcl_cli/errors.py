@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class HclError(Exception):
     """A runtime failure the user can act on (missing file, corrupt artifact, NaN loss). Exit code 1."""
@@ -19,3 +21,10 @@ def first_line(error: BaseException) -> str:
     """The first line of an exception's message (or its type when empty), for one-line errors."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def shown(value: object) -> str:
+    """``value`` (a path, a name) as a message shows it: control characters escaped as in Python (``\\n``, ``\\x1b``),
+    so that a file name with a newline in it cannot forge a line of hcl's output."""
+    text = os.fsdecode(value) if isinstance(value, (os.PathLike, bytes)) else str(value)
+    return text if text.isprintable() else "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

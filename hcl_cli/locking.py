@@ -12,22 +12,35 @@ from hcl_cli.errors import HclError
 
 LOCK_FILE = ".hcl.lock"
 
+_held: dict[str, int] = {}
+"""The folders this process holds (by real path), with how many nested blocks hold each."""
+
 
 @contextlib.contextmanager
 def locked_folder(folder: str | Path, command: str) -> Iterator[Path]:
-    """Hold ``folder`` (created if missing) for the block; a second holder gets a one-line error.
+    """Hold ``folder`` (created if missing) for the block; another process gets a one-line error.
 
     The lock is ``flock`` on ``FOLDER/.hcl.lock``, which records the holder's process id and is
     removed when the block ends. The kernel releases the lock when the process ends, however it
     ends (``kill -9`` included), so a crashed run never leaves a folder locked; its stale file is
     simply locked again by the next run. A lock taken on a file that its holder removed in the
-    meantime is retried on the new file, so two runs never both hold the folder.
+    meantime is retried on the new file, so two runs never both hold the folder. A process that
+    already holds ``folder`` (``pretrain --out X --live-dir X`` holds X for both) holds it again
+    without a second lock: one run writing two kinds of output into one folder is not a conflict.
     """
     path = Path(folder) / LOCK_FILE
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HclError(f"cannot write {folder}: {exc.strerror or exc}") from exc
+    key = os.path.realpath(path.parent)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield Path(folder)
+        finally:
+            _held[key] -= 1
+        return
     while True:
         try:
             handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the whole block
@@ -44,13 +57,19 @@ def locked_folder(folder: str | Path, command: str) -> Iterator[Path]:
             break
         handle.close()  # the previous holder removed the file between our open and our lock
     with handle:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"hcl {command}, pid {os.getpid()}")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"hcl {command}, pid {os.getpid()}")
+            handle.flush()
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            raise HclError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        _held[key] = 1
         try:
             yield Path(folder)
         finally:
+            del _held[key]
             path.unlink(missing_ok=True)
 
 

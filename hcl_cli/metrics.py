@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import torch  # annotations only: the module itself imports no torch
 
 ACCURACIES = ("top1", "top5")
+FIELDS = (*ACCURACIES, "test_size")
+"""What every metrics file holds; a file without them is no metrics file, and no stage writes one over it."""
 
 
 @dataclass(frozen=True)

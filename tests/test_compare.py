@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, UsageError
 from hcl_cli.stages import compare
 
 SWEEP = [("hucl", 0.5, 0.1), ("hscl", 1.0, 0.0), ("ucl", 2.0, 0.05)]
@@ -195,3 +195,28 @@ def test_without_dvc_installed_is_a_one_line_error(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(HclError, match=r"^dvc is not installed \(hcl compare reads `dvc exp show --json`\)$"):
         compare.run(str(tmp_path / "compare"), compare.Selection())
+
+
+@pytest.mark.parametrize(
+    ("selection", "message"),
+    [
+        (compare.Selection(samplers=("nope",)), r"--sampler 'nope' is not a sampler \(one of ucl, .*hucl"),
+        (compare.Selection(where=("pretrain.betta=1",)), r"'betta' is not a parameter of pretrain \(one of .*beta"),
+        (compare.Selection(where=("pretrian.beta=1",)), r"'pretrian' is not a params.yaml group \(one of prepare, pretrain"),
+    ],
+)
+def test_an_unknown_sampler_or_where_key_is_a_usage_error_naming_the_known_ones(
+    selection: compare.Selection, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # refused before dvc runs: dvc is not even needed
+    with pytest.raises(UsageError, match=message):
+        compare.run(str(tmp_path / "compare"), selection)
+
+
+@pytest.mark.parametrize("out", ["reports/", "reports", ".", "reports/.."])
+def test_an_out_that_names_a_folder_writes_no_dot_md(out: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports").mkdir()
+    with pytest.raises(UsageError, match=r"is a folder: give a prefix, e\.g\. .*compare"):
+        compare.run(out, compare.Selection())
+    assert not list(tmp_path.rglob("*.md")) and not list(tmp_path.rglob("*.csv"))

@@ -567,3 +567,24 @@ def test_readers_reject_missing_and_foreign_folders(tmp_path: Path) -> None:
     write_json(out / "card.json", {"schema_version": 1, "name": "digits"})
     with pytest.raises(HclError, match="not a valid dataset card"):
         load_card(out)
+
+
+def test_a_file_added_while_prepare_runs_stays_in_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder swap moves only the files the manifest lists: a user's file that appeared after the check stays in --out."""
+    out = _prepare(tmp_path)
+    real_check = prepare._check_replaceable
+    checks: list[Path] = []
+
+    def check_then_add(folder: Path) -> None:
+        real_check(folder)
+        checks.append(folder)
+        if len(checks) == 2:  # the last check before the swap
+            (folder / "notes.txt").write_text("mine")
+
+    monkeypatch.setattr(prepare, "_check_replaceable", check_then_add)
+    prepare.run(PrepareConfig(seed=2, out=str(out)))
+    assert (out / "notes.txt").read_text() == "mine" and load_card(out).seed == 2
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name], "no hidden .old folder is left"
+    assert "kept notes.txt in" in capsys.readouterr().err

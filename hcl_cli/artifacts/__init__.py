@@ -9,8 +9,8 @@
 - :mod:`~hcl_cli.artifacts.checks`: checks of values read from an artifact.
 """
 
-from hcl_cli.artifacts.apart import check_outputs_apart
-from hcl_cli.artifacts.checks import first_line, is_finite_number
+from hcl_cli.artifacts.apart import check_outputs_apart, check_replaceable
+from hcl_cli.artifacts.checks import first_line, is_finite_number, is_integer
 from hcl_cli.artifacts.files import atomic_path, read_json, stale_siblings, temp_sibling, write_json, write_text
 from hcl_cli.artifacts.owned import OWNED_FILES, foreign_entries, owned_files, remove_owned_folder, write_owned_folder_manifest
 from hcl_cli.artifacts.tensors import SCHEMA_VERSION, TensorSpec, check_sha256, library_versions, load_artifact, save_artifact, sidecar_path
@@ -21,10 +21,12 @@ __all__ = [
     "TensorSpec",
     "atomic_path",
     "check_outputs_apart",
+    "check_replaceable",
     "check_sha256",
     "first_line",
     "foreign_entries",
     "is_finite_number",
+    "is_integer",
     "library_versions",
     "load_artifact",
     "owned_files",

@@ -12,6 +12,11 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def is_integer(value: Any) -> bool:
+    """Whether a JSON value is an integer: ``true`` is not 1 in any artifact field (Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def is_finite_number(value: Any) -> bool:
     """Whether a JSON value is a finite number (an int or a float, not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

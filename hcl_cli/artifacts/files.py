@@ -107,9 +107,27 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise HclError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        reason = _write_failure(exc)
+        if reason is not None:
+            raise HclError(f"cannot write {target}: {reason}") from exc
         raise
+
+
+_LIBRARY_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+"""How a library written in Rust (safetensors) reports the OS error behind a failed write: ``... (os error 28)``."""
+
+
+def _write_failure(exc: BaseException) -> str | None:
+    """The OS error (a full disk, a file-size limit) behind a writer's non-OSError exception; None when there is none."""
+    if isinstance(exc, HclError) or not isinstance(exc, Exception):
+        return None
+    match = _LIBRARY_OS_ERROR.search(str(exc))
+    if match:
+        return os.strerror(int(match[1]))
+    cause = exc.__cause__ or exc.__context__
+    return (cause.strerror or str(cause)) if isinstance(cause, OSError) else None
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -136,6 +154,8 @@ def read_json(path: str | os.PathLike[str], what: str = "file") -> dict[str, Any
     """Read a JSON object, turning a missing or corrupt file into a one-line error."""
     source = Path(path)
     if not source.is_file():
+        if source.exists():  # a folder, a FIFO (whose reading would wait forever), a device
+            raise HclError(f"{what} {source} is not a regular file")
         raise HclError(f"{what} not found: {source}")
     try:
         obj = json.loads(source.read_text(encoding="utf-8"))

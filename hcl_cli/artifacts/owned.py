@@ -25,6 +25,8 @@ def write_owned_folder_manifest(folder: Path, files: Collection[str]) -> None:
 
 def owned_files(folder: Path) -> set[str] | None:
     """The files ``folder``'s manifest says hcl wrote; None when it has no valid manifest."""
+    if not (folder / OWNED_FILES).is_file():  # missing, or a FIFO that would block the read
+        return None
     try:
         manifest = json.loads((folder / OWNED_FILES).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):

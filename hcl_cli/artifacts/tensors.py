@@ -22,7 +22,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from hcl_cli.artifacts.checks import first_line
+from hcl_cli.artifacts.checks import first_line, is_integer
 from hcl_cli.artifacts.files import atomic_path, read_json, write_json
 from hcl_cli.errors import HclError
 
@@ -87,7 +87,7 @@ def load_artifact(
         raise HclError(f"{kind} not found: {source}")
     sidecar = read_json(sidecar_path(source), what=f"{kind} sidecar")
     version = sidecar.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if not is_integer(version) or version != SCHEMA_VERSION:
         raise HclError(f"{source}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION})")
     if sidecar.get("kind") != kind:
         raise HclError(f"{source}: expected a {kind} artifact, found {sidecar.get('kind')!r}")
@@ -116,7 +116,7 @@ def load_artifact(
     recorded = sidecar.get("tensors", {})
     for name, tensor in tensors.items():
         shape = recorded.get(name, {}).get("shape") if isinstance(recorded, dict) else None
-        if shape != list(tensor.shape):
+        if not isinstance(shape, list) or not all(map(is_integer, shape)) or shape != list(tensor.shape):
             raise HclError(f"{source}: tensor {name!r} has shape {list(tensor.shape)} but the sidecar records {shape}")
     return tensors, sidecar
 

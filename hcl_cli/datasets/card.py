@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hcl_cli.artifacts import SCHEMA_VERSION, read_json, write_json
+from hcl_cli.artifacts import SCHEMA_VERSION, is_finite_number, is_integer, read_json, write_json
 from hcl_cli.errors import HclError
 
 SPLITS = ("train", "test", "unlabeled")
@@ -67,7 +67,7 @@ def load_card(folder: str | Path) -> DatasetCard:
     if not path.is_file():
         raise HclError(f"{folder} is not a prepared dataset folder (no {CARD_FILE}): run hcl prepare first")
     values = read_json(path, what="dataset card")
-    if values.get("schema_version") != SCHEMA_VERSION:
+    if not is_integer(values.get("schema_version")) or values.get("schema_version") != SCHEMA_VERSION:
         version = values.get("schema_version")
         raise HclError(f"{path}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION}): run hcl prepare again")
 
@@ -81,7 +81,7 @@ def load_card(folder: str | Path) -> DatasetCard:
         raise invalid("name", "a string")
     if not isinstance(classes, list) or len(classes) < 2:
         raise invalid("classes", "a list of at least 2 class names")
-    if values.get("num_classes") != len(classes):
+    if not is_integer(values.get("num_classes")) or values.get("num_classes") != len(classes):
         raise invalid("num_classes", f"the number of classes ({len(classes)})")
     if (
         not isinstance(counts, dict)
@@ -92,7 +92,7 @@ def load_card(folder: str | Path) -> DatasetCard:
     if not isinstance(shape, list) or len(shape) != 3 or not all(_is_positive_int(size) for size in shape):
         raise invalid("image_shape", "[channels, height, width] of positive integers")
     for key in ("mean", "std"):
-        if not isinstance(values.get(key), list) or len(values[key]) != shape[0]:
+        if not isinstance(values.get(key), list) or len(values[key]) != shape[0] or not all(map(is_finite_number, values[key])):
             raise invalid(key, f"a list of {shape[0]} numbers, one per channel")
     source, seed, skipped = values.get("source"), values.get("seed"), values.get("skipped", 0)
     if source is not None and not isinstance(source, str):

@@ -21,15 +21,18 @@ import csv
 import fnmatch
 import io
 import json
+import os
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hcl_cli.artifacts import write_text
-from hcl_cli.errors import HclError, UsageError
-from hcl_cli.objectives.registry import users_of
+from hcl_cli.config import STAGE_CONFIGS
+from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.objectives.registry import SAMPLERS, users_of
 from hcl_cli.stats import wilson_interval
 
 PARAMS_FILE = "params.yaml"
@@ -78,6 +81,22 @@ class Selection:
     where: tuple[str, ...] = ()
     name: str | None = None
 
+    def check(self) -> None:
+        """Refuse, before dvc runs, a sampler or a ``--where`` key that no experiment can have: a usage error naming the known ones."""
+        for sampler in self.samplers:
+            if sampler not in SAMPLERS:
+                raise UsageError(f"--sampler {sampler!r} is not a sampler (one of {', '.join(SAMPLERS)})")
+        known = parameter_keys()
+        for condition in self.where:
+            key, separator, _ = condition.partition("=")
+            group, _, name = key.partition(".")
+            if not separator or not name:
+                raise UsageError(f"--where {condition!r} must be GROUP.KEY=VALUE, e.g. pretrain.beta=1")
+            if group not in known:
+                raise UsageError(f"--where {condition!r}: {group!r} is not a params.yaml group (one of {', '.join(known)})")
+            if name not in known[group]:
+                raise UsageError(f"--where {condition!r}: {name!r} is not a parameter of {group} (one of {', '.join(known[group])})")
+
     def keeps(self, row: ExperimentRow, params: dict[str, Any]) -> bool:
         if self.samplers and row.sampler not in self.samplers:
             return False
@@ -95,8 +114,23 @@ class Selection:
         return value == yaml.safe_load(wanted) or str(value) == wanted
 
 
+def parameter_keys() -> dict[str, list[str]]:
+    """Every params.yaml group and its keys, as the stages declare them."""
+    return {cls.group: [option.name for option in cls.declared_options() if not option.runtime] for cls in STAGE_CONFIGS}
+
+
+def check_out(out: str) -> None:
+    """Refuse an ``--out`` prefix that names a folder (``reports/``, an existing folder): it would write ``.md`` in it."""
+    if out.endswith(("/", os.sep)) or Path(out).name in ("", ".", "..") or Path(out).is_dir():
+        raise UsageError(
+            f"--out {out} is a folder: give a prefix, e.g. {os.path.join(out, 'compare')} (writes compare.md and compare.csv in it)"
+        )
+
+
 def run(out: str, selection: Selection) -> None:
     """Write ``OUT.md`` and ``OUT.csv`` tabulating the finished experiments of the current commit that ``selection`` keeps."""
+    check_out(out)
+    selection.check()
     rows, skipped = parse_experiments(dvc_exp_show(), selection)
     if not rows:
         reason = f" ({'; '.join(skipped)})" if skipped else ""
@@ -106,7 +140,7 @@ def run(out: str, selection: Selection) -> None:
     rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
     write_text(f"{out}.md", markdown_table(rows, skipped))
     write_text(f"{out}.csv", csv_table(rows))
-    print(f"hcl compare: {len(rows)} experiments -> {out}.md, {out}.csv")
+    print(f"hcl compare: {len(rows)} experiments -> {shown(out)}.md, {shown(out)}.csv")
 
 
 def dvc_exp_show() -> list[dict[str, Any]]:

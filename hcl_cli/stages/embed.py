@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from hcl_cli.artifacts import check_outputs_apart
+from hcl_cli.artifacts import check_outputs_apart, check_replaceable
 from hcl_cli.config import EmbedConfig
-from hcl_cli.embeddings import SPLITS, save_embeddings
+from hcl_cli.embeddings import EMBEDDINGS_KIND, SPLITS, save_embeddings
 from hcl_cli.modality import modality_of
 from hcl_cli.runtime import resolve_device
 
@@ -21,6 +21,7 @@ from hcl_cli.runtime import resolve_device
 def run(config: EmbedConfig) -> None:
     """Embed the train and test splits of ``config.data`` with the encoder ``config.model``."""
     check_outputs_apart({"--data": config.data, "--model": config.model}, {"--out": config.out})
+    check_replaceable("--out", config.out, EMBEDDINGS_KIND)
     modality = modality_of(config.data)
     card = modality.load_card(config.data)
     device = resolve_device(config.device)

@@ -5,17 +5,18 @@ Writes the metrics artifact (:mod:`hcl_cli.metrics`) with the number of test emb
 
 from __future__ import annotations
 
-from hcl_cli.artifacts import check_outputs_apart
+from hcl_cli.artifacts import check_outputs_apart, check_replaceable
 from hcl_cli.config import KnnConfig
 from hcl_cli.embeddings import load_embeddings
 from hcl_cli.knn import knn_predict
-from hcl_cli.metrics import EvaluationMetrics, save_metrics, topk_accuracy
+from hcl_cli.metrics import FIELDS, EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.runtime import resolve_device
 
 
 def run(config: KnnConfig) -> None:
     """Score the test split against the train split's bank and write ``config.out``."""
     check_outputs_apart({"--embeddings": config.embeddings}, {"--out": config.out})
+    check_replaceable("--out", config.out, "metrics", FIELDS)
     device = resolve_device(config.device)
     data = load_embeddings(config.embeddings, config.feature)
     scores = knn_predict(

@@ -12,13 +12,13 @@ from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_outputs_apart
+from hcl_cli.artifacts import check_outputs_apart, check_replaceable
 from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
 from hcl_cli.config import LinearConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import load_embeddings
 from hcl_cli.linear import augmented_readout, linear_readout
-from hcl_cli.metrics import EvaluationMetrics, save_metrics, topk_accuracy
+from hcl_cli.metrics import FIELDS, EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.models import check_fits_dataset, load_encoder
 from hcl_cli.runtime import resolve_device
 
@@ -27,6 +27,7 @@ def run(config: LinearConfig) -> None:
     """Fit the readout on the train split, score the test split and write ``config.out``."""
     inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
     check_outputs_apart(inputs, {"--out": config.out})
+    check_replaceable("--out", config.out, "metrics", FIELDS)
     device = resolve_device(config.device)
     scores, test_labels, details = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
     accuracy = topk_accuracy(scores, test_labels)

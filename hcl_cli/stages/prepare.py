@@ -33,7 +33,7 @@ from hcl_cli.artifacts import (
 )
 from hcl_cli.config import PrepareConfig
 from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, DatasetCard, SourceDataset, load_source, save_card
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError, UsageError, shown
 
 STATISTICS_CHUNK = 4096
 
@@ -53,7 +53,7 @@ def run(config: PrepareConfig) -> None:
         save_card(staging, card)
     counts = ", ".join(f"{split} {count}" for split, count in card.counts.items())
     shape = "x".join(str(size) for size in card.image_shape)
-    print(f"hcl prepare: wrote {out}: {card.name}, {counts} images of {shape}, {card.num_classes} classes")
+    print(f"hcl prepare: wrote {shown(out)}: {card.name}, {counts} images of {shape}, {card.num_classes} classes")
 
 
 def dataset_card(config: PrepareConfig, dataset: SourceDataset) -> DatasetCard:
@@ -151,19 +151,51 @@ def _remove_leftovers(out: Path) -> None:
 
 
 def _replace_folder(staging: Path, out: Path) -> None:
-    """Rename ``staging`` to ``out``; an existing ``out`` is moved aside first (and put back if that rename fails), then
-    its files are deleted."""
+    """Rename ``staging`` to ``out``; an existing ``out`` is moved aside first (and put back if that fails), then its
+    files are deleted.
+
+    Only the files ``out``'s manifest lists are replaced: an entry it does not list (a file the user
+    put there while prepare ran, after the check at the start) is moved into ``staging`` first, so it
+    stays in ``out`` under its own name; one whose name the new dataset uses stops the run instead,
+    with ``out`` as it was.
+    """
     retired = temp_sibling(out, "old")
+    carried: list[str] = []
     try:
         if out.exists():
             os.rename(out, retired)
-        try:
-            os.rename(staging, out)
-        except OSError:
-            if retired.exists():
+            try:
+                _carry_foreign_entries(retired, staging, out, carried)
+                os.rename(staging, out)
+            except BaseException:
+                for name in carried:
+                    os.rename(staging / name, retired / name)
                 os.rename(retired, out)
-            raise
+                raise
+        else:
+            os.rename(staging, out)
     except OSError as exc:
         raise HclError(f"cannot replace {out}: {exc.strerror or exc}") from exc
+    if carried:
+        listed = ", ".join(shown(name) for name in carried)
+        print(
+            f"hcl prepare: note: kept {listed} in {shown(out)} (not written by hcl: move it away before the next prepare)", file=sys.stderr
+        )
     if retired.exists() and not remove_owned_folder(retired):
-        print(f"hcl prepare: warning: kept {retired}, the previous {out}: it holds files hcl did not write", file=sys.stderr)
+        print(f"hcl prepare: warning: kept {shown(retired)}, the previous {shown(out)}: it holds files hcl did not write", file=sys.stderr)
+
+
+def _carry_foreign_entries(retired: Path, staging: Path, out: Path, carried: list[str]) -> None:
+    """Move the entries of ``retired`` (the previous ``out``) that its manifest does not list into ``staging``, adding
+    each one's name to ``carried`` as it goes (so that a failure can move them back)."""
+    foreign = foreign_entries(retired)
+    if foreign is None:  # an empty folder without a manifest when prepare checked it
+        foreign = sorted(os.listdir(retired))
+    clash = [name for name in foreign if os.path.lexists(staging / name)]
+    if clash:
+        raise HclError(
+            f"--out {shown(out)} holds files that hcl prepare did not write ({', '.join(map(shown, clash))}): move them away or give another folder"
+        )
+    for name in foreign:
+        os.rename(retired / name, staging / name)
+        carried.append(name)

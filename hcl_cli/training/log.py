@@ -9,20 +9,66 @@ killed at any moment leaves each file whole, and ``--resume`` rewrites the log f
 checkpoint: one row per epoch, never a duplicate or a lost one. (dvclive itself truncates and
 rewrites ``metrics.json`` in place and appends to the TSV files, so a kill there corrupts the
 log or duplicates a row; that is why hcl writes the files itself.)
+
+A metric's name becomes a file name, and a resumed run's names come from its checkpoint, an
+artifact anyone may have edited: every name is checked (:func:`check_metric_name`) against the
+shape of the names hcl writes (``loss``, ``knn_top1``: a lower-case letter, then lower-case letters,
+digits, underscores and hyphens), so no name read back can reach outside ``FOLDER/plots/metrics``.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
+from typing import Any
 
 from hcl_cli.artifacts import write_text
+from hcl_cli.errors import HclError
 
 METRICS_FILE = "metrics.json"
 PLOTS_FOLDER = Path("plots") / "metrics"
 
+METRIC_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+"""The shape of every metric name hcl logs, and so of every ``plots/metrics/NAME.tsv``."""
+
 History = list[dict[str, float]]
 """One dict of metrics per epoch, each with its 0-based ``epoch``."""
+
+
+def check_metric_name(name: object, source: str) -> str:
+    """``name`` when it is a metric name hcl writes, else a one-line HclError naming ``source``."""
+    if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
+        raise HclError(f"{source}: {name!r} is not a metric name hcl writes (lower-case letters, digits, _ and -)")
+    return name
+
+
+def read_history(recorded: Any, source: str) -> History:
+    """A history read from an artifact (``source`` names it and the field), checked row by row.
+
+    Each row is an object with a non-negative integer ``epoch`` (increasing from row to row) and
+    finite numbers under metric names (:func:`check_metric_name`); anything else is a one-line
+    HclError.
+    """
+    if not isinstance(recorded, list):
+        raise HclError(f"{source} must be a list of per-epoch rows (got {type(recorded).__name__})")
+    history: History = []
+    for index, row in enumerate(recorded):
+        where = f"{source}[{index}]"
+        if not isinstance(row, dict):
+            raise HclError(f"{where} must be an object of metrics (got {row!r})")
+        epoch = row.get("epoch")
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0 or (history and epoch <= history[-1]["epoch"]):
+            raise HclError(f"{where}.epoch must be a non-negative integer above the previous row's (got {epoch!r})")
+        for name, value in row.items():
+            if name == "epoch":
+                continue
+            check_metric_name(name, where)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise HclError(f"{where}.{name} must be a finite number (got {value!r})")
+        history.append(dict(row))
+    return history
 
 
 class TrainingLog:
@@ -33,7 +79,9 @@ class TrainingLog:
 
     def write(self, history: History) -> None:
         """Write ``history`` as the whole log, and remove the curves of metrics it no longer has."""
-        names = list(dict.fromkeys(name for row in history for name in row if name != "epoch"))
+        names = [
+            check_metric_name(name, str(self.folder)) for name in dict.fromkeys(name for row in history for name in row if name != "epoch")
+        ]
         for name in names:
             rows = [f"{row['epoch']}\t{row[name]!r}" for row in history if name in row]
             write_text(self.folder / PLOTS_FOLDER / f"{name}.tsv", "\n".join([f"step\t{name}", *rows]) + "\n")
@@ -45,8 +93,10 @@ class TrainingLog:
 
     def logged_names(self) -> list[str]:
         """The metrics the log now holds, by its ``metrics.json`` (nothing when it is missing or unreadable)."""
+        if not (self.folder / METRICS_FILE).is_file():
+            return []
         try:
             summary = json.loads((self.folder / METRICS_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
-        return [name for name in summary if name != "step" and Path(name).name == name] if isinstance(summary, dict) else []
+        return [name for name in summary if name != "step" and METRIC_NAME.fullmatch(name)] if isinstance(summary, dict) else []

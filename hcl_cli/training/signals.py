@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -24,6 +27,9 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.at_once: str | None = None
+        """While set (before a process's first step ends: nothing new to save yet), a signal raises
+        :class:`TrainingInterrupted` at once, with this text after ``stopped by SIGNAL``."""
 
     @property
     def requested(self) -> bool:
@@ -39,7 +45,7 @@ def stop_on_signals() -> Iterator[StopRequest]:
     """Turn SIGINT and SIGTERM into a :class:`StopRequest` for the duration of the block.
 
     The first signal only records itself (training stops at the next step boundary and saves a
-    checkpoint); the handlers are then put back, so a second Ctrl-C or SIGTERM acts at once.
+    checkpoint), unless :attr:`StopRequest.at_once` says to stop at once; the handlers are then put back, so a second Ctrl-C or SIGTERM acts at once.
     Outside the main thread, where Python cannot install handlers, signals keep their defaults.
     """
     request = StopRequest()
@@ -53,6 +59,9 @@ def stop_on_signals() -> Iterator[StopRequest]:
         request.signum = signum
         for number, handler in previous.items():
             signal.signal(number, handler)
+        if request.at_once is not None:
+            raise TrainingInterrupted(f"stopped by {request.signal_name} {request.at_once}", signum)
+        print(f"hcl: {request.signal_name}: stopping after this step with a checkpoint (again to stop at once)", file=sys.stderr, flush=True)
 
     for signum in signals:
         signal.signal(signum, record)
@@ -61,3 +70,57 @@ def stop_on_signals() -> Iterator[StopRequest]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+INTERRUPTED_EXIT = 130
+"""The exit code of a process stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
+
+
+class Interrupted(BaseException):
+    """Ctrl-C outside training. Not a KeyboardInterrupt, which click would turn into an Abort after printing a blank line;
+    a BaseException, so that no ``except Exception`` swallows it and every ``finally`` still runs."""
+_exit_at_shutdown_registered = False
+
+
+def exit_at_once(prog: str) -> None:
+    """From now on SIGINT ends the process at once: one line on stderr, exit 130, no traceback.
+
+    For when nothing is left to clean up (a second Ctrl-C; the interpreter shutting down, whose
+    exit handlers would otherwise print a KeyboardInterrupt traceback).
+    """
+    line = f"{prog}: error: interrupted\n".encode(errors="backslashreplace")
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        os.write(2, line)
+        os._exit(INTERRUPTED_EXIT)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+
+
+@contextlib.contextmanager
+def interrupt_policy(prog: str) -> Iterator[None]:
+    """Ctrl-C during the block raises :class:`Interrupted` once (clean-ups run, the caller prints one line and exits 130);
+    a second Ctrl-C, and one after the block while the process shuts down, exits at once with one line.
+
+    Training's :func:`stop_on_signals` takes SIGINT over while it runs and puts this policy back.
+    Outside the main thread signals keep their handlers.
+    """
+    global _exit_at_shutdown_registered
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        exit_at_once(prog)
+        raise Interrupted
+
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, first)
+    if not _exit_at_shutdown_registered:
+        atexit.register(exit_at_once, "hcl")
+        _exit_at_shutdown_registered = True
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,271 @@
+"""Hostile inputs and faults: full disks, outputs over other artifacts, crafted checkpoints, FIFOs, Ctrl-C, odd names."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from hcl_cli.artifacts import atomic_path, check_replaceable, load_artifact, read_json, save_artifact, write_text
+from hcl_cli.checkpoint import POINTER_FILE, CheckpointStore
+from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.training.log import PLOTS_FOLDER, TrainingLog, read_history
+
+
+def limit_file_size(limit: int) -> Callable[[], None]:
+    """A ``preexec_fn``: files may not grow past ``limit`` bytes, and a write past it fails with EFBIG instead of killing."""
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def hcl(*args: str, cwd: Path, limit: int | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from hcl_cli.cli import main; main()", *args]
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=timeout, preexec_fn=limit_file_size(limit) if limit else None
+    )
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    """safetensors reports a full disk as its own error type; the atomic write turns it into one line naming the file."""
+    script = (
+        "import torch\nfrom hcl_cli.artifacts import save_artifact\n"
+        f"save_artifact({str(tmp_path / 'x.safetensors')!r}, {{'a': torch.zeros(4096)}}, 'embeddings')\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom hcl_cli.errors import HclError\ntry:\n    exec(sys.argv[1])\nexcept HclError as e:\n    print('HclError:', e)\n",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit_file_size(1000),
+    )
+    assert result.stdout.strip() == f"HclError: cannot write {tmp_path / 'x.safetensors'}: File too large", result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_every_stage_on_a_full_disk_exits_1_naming_the_file(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+    data = prepared_digits(0.95)
+    common = ("--device", "cpu")
+    assert (
+        hcl(
+            "pretrain",
+            "--data",
+            str(data),
+            "--out",
+            "m",
+            "--live-dir",
+            "live",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--arch",
+            "small_cnn",
+            *common,
+            cwd=tmp_path,
+        ).returncode
+        == 0
+    )
+    assert (
+        hcl("embed", "--data", str(data), "--model", "m/encoder.safetensors", "--out", "e.safetensors", *common, cwd=tmp_path).returncode
+        == 0
+    )
+    runs = {
+        "prepare": ("prepare", "--out", "p"),
+        "pretrain": (
+            "pretrain",
+            "--data",
+            str(data),
+            "--out",
+            "m2",
+            "--live-dir",
+            "live2",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--arch",
+            "small_cnn",
+            *common,
+        ),
+        "embed": ("embed", "--data", str(data), "--model", "m/encoder.safetensors", "--out", "e2.safetensors", *common),
+        "knn-eval": ("knn-eval", "--embeddings", "e.safetensors", "--out", "knn.json", "--k", "5", *common),
+        "linear-eval": ("linear-eval", "--embeddings", "e.safetensors", "--out", "linear.json", "--epochs", "2", *common),
+    }
+    for stage, args in runs.items():
+        result = hcl(*args, cwd=tmp_path, limit=64)
+        assert result.returncode == 1, (stage, result.stderr)
+        assert f"hcl {stage}: error: cannot write " in result.stderr and "File too large" in result.stderr, (stage, result.stderr)
+        assert "internal error" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, (stage, result.stderr)
+    assert not any(name.startswith(".hcl.") for name in os.listdir(tmp_path)), "no temporary file is left"
+
+
+def test_outputs_never_replace_an_artifact_of_another_kind(tmp_path: Path) -> None:
+    save_artifact(tmp_path / "encoder.safetensors", {"w": torch.zeros(2)}, "encoder")
+    (tmp_path / "card.json").write_text(json.dumps({"schema_version": 1, "name": "digits"}))
+    (tmp_path / "metrics.json").write_text(json.dumps({"loss": 1.0, "step": 0}))
+    (tmp_path / "knn.json").write_text(json.dumps({"top1": 0.5, "top5": 0.9, "test_size": 10}))
+    (tmp_path / "notes.json").write_text("my notes")
+    metrics = ("top1", "top5", "test_size")
+    for name, message in [
+        ("encoder.json", "is the sidecar of"),
+        ("card.json", "exists and is not a file of this kind"),
+        ("metrics.json", "exists and is not a file of this kind"),
+        ("notes.json", "exists and is not a file of this kind"),
+    ]:
+        with pytest.raises(UsageError, match=f"--out {tmp_path / name} {message}"):
+            check_replaceable("--out", tmp_path / name, "metrics", metrics)
+    with pytest.raises(UsageError, match="exists and is a encoder artifact, not embeddings"):
+        check_replaceable("--out", tmp_path / "encoder.safetensors", "embeddings")
+    check_replaceable("--out", tmp_path / "knn.json", "metrics", metrics)  # its own earlier result
+    check_replaceable("--out", tmp_path / "new.json", "metrics", metrics)
+    check_replaceable("--out", tmp_path / "encoder.safetensors", "encoder")
+
+
+def test_linear_eval_refuses_to_write_over_the_encoder_sidecar(tmp_path: Path) -> None:
+    save_artifact(tmp_path / "encoder.safetensors", {"w": torch.zeros(2)}, "encoder")
+    before = (tmp_path / "encoder.json").read_bytes()
+    result = hcl("linear-eval", "--protocol", "fixed", "--embeddings", "e.safetensors", "--out", "encoder.json", cwd=tmp_path)
+    assert result.returncode == 2 and "is the sidecar of" in result.stderr, result.stderr
+    assert (tmp_path / "encoder.json").read_bytes() == before
+
+
+def test_a_history_name_from_a_checkpoint_never_leaves_the_log_folder(tmp_path: Path) -> None:
+    for name in ("../../x", "a/b", "..", "", "Loss\n", 3):
+        with pytest.raises(HclError, match="is not a metric name hcl writes"):
+            read_history([{"epoch": 0, name: 1.0}], "ckpt: loop_state.history")
+        with pytest.raises(HclError, match="is not a metric name hcl writes"):
+            TrainingLog(tmp_path / "live").write([{"epoch": 0, name: 1.0}])  # type: ignore[dict-item]
+    assert not (tmp_path / "x").exists() and not (tmp_path / "live" / PLOTS_FOLDER).exists()
+    with pytest.raises(HclError, match=r"\[1\]\.epoch must be a non-negative integer"):
+        read_history([{"epoch": 0, "loss": 1.0}, {"epoch": True, "loss": 1.0}], "ckpt")
+    assert read_history([{"epoch": 0, "loss": 1.0, "loss_hscl": 2.0}], "ckpt") == [{"epoch": 0, "loss": 1.0, "loss_hscl": 2.0}]
+
+
+def test_a_crafted_checkpoint_history_is_refused_on_resume(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+    data = str(prepared_digits(0.95))
+    args = ("pretrain", "--data", data, "--out", "m", "--live-dir", "live", "--batch-size", "32", "--arch", "small_cnn", "--device", "cpu")
+    assert hcl(*args, "--epochs", "1", cwd=tmp_path).returncode == 0
+    store = CheckpointStore(tmp_path / "m" / "checkpoints")
+    sidecar = store.latest().with_suffix(".json")  # type: ignore[union-attr]
+    values = json.loads(sidecar.read_text())
+    values["loop_state"]["history"] = [{"epoch": 0, "../../escaped": 1.0}]
+    sidecar.write_text(json.dumps(values))
+    result = hcl(*args, "--epochs", "2", "--resume", cwd=tmp_path)
+    assert result.returncode == 1 and "'../../escaped' is not a metric name hcl writes" in result.stderr, result.stderr
+    assert not list(tmp_path.rglob("escaped*"))
+
+
+def test_a_deleted_pointer_resumes_from_the_newest_complete_checkpoint(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    save_artifact(folder / "epoch-0001-step-000000.safetensors", {"rng.torch": torch.zeros(1, dtype=torch.uint8)}, "checkpoint")
+    save_artifact(folder / "epoch-0002-step-000000.safetensors", {"rng.torch": torch.zeros(1, dtype=torch.uint8)}, "checkpoint")
+    store = CheckpointStore(folder)
+    assert not (folder / POINTER_FILE).exists()
+    assert store.latest() == folder / "epoch-0002-step-000000.safetensors"
+    (folder / "epoch-0002-step-000000.safetensors").write_bytes(b"half a write")
+    assert store.latest() == folder / "epoch-0001-step-000000.safetensors", "an incomplete pair is passed over"
+    (folder / "epoch-0001-step-000000.json").write_text("{}")
+    with pytest.raises(HclError, match=f"{folder} has no {POINTER_FILE} and none of its checkpoints is complete"):
+        store.latest()
+
+
+def test_booleans_are_not_integers_in_any_artifact_field(tmp_path: Path) -> None:
+    save_artifact(tmp_path / "e.safetensors", {"a": torch.zeros(1, 2)}, "embeddings")
+    values = json.loads((tmp_path / "e.json").read_text())
+    for field, value in (("schema_version", True), ("tensors", {"a": {"dtype": "float32", "shape": [True, 2]}})):
+        (tmp_path / "e.json").write_text(json.dumps({**values, field: value}))
+        with pytest.raises(HclError):
+            load_artifact(tmp_path / "e.safetensors", "embeddings", {})
+    from hcl_cli.datasets import load_card
+
+    card = {"schema_version": True, "name": "d", "classes": ["a", "b"], "num_classes": 2, "counts": {"train": 1, "test": 1}}
+    card |= {"image_shape": [1, 2, 2], "mean": [0.5], "std": [0.2]}
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    with pytest.raises(HclError, match="schema version True is not supported"):
+        load_card(tmp_path)
+    (tmp_path / "card.json").write_text(json.dumps({**card, "schema_version": 1, "mean": [True]}))
+    with pytest.raises(HclError, match="'mean' must be a list of 1 numbers"):
+        load_card(tmp_path)
+
+
+def test_a_fifo_where_a_file_is_expected_is_refused_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(HclError, match="is not a regular file"):
+        read_json(tmp_path / "fifo", what="metrics")
+    started = time.monotonic()
+    params = hcl("knn-eval", "--params", "fifo", "--out", "k.json", cwd=tmp_path, timeout=60)
+    embeddings = hcl("knn-eval", "--embeddings", "fifo", "--out", "k.json", cwd=tmp_path, timeout=60)
+    assert time.monotonic() - started < 50
+    assert params.returncode == 2 and "not a regular file" in params.stderr, params.stderr
+    assert embeddings.returncode == 1 and "internal error" not in embeddings.stderr, embeddings.stderr
+
+
+def test_ctrl_c_while_the_process_shuts_down_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    """A Ctrl-C after the run's last line (exit handlers still running) prints no traceback."""
+    code = (
+        "import atexit, time\natexit.register(lambda: (print('exiting', flush=True), time.sleep(30)))\n"
+        "from hcl_cli.cli import main\nmain(['params'])\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    while process.stdout.readline().strip() != "exiting":  # main printed the params and returned
+        pass
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert stderr.strip() == "hcl: error: interrupted"
+
+
+def test_a_second_ctrl_c_exits_at_once_with_one_line(tmp_path: Path) -> None:
+    """The first Ctrl-C starts the clean-up; a second one during it ends the process with one line."""
+    code = (
+        "import sys, time\nfrom hcl_cli.training.signals import interrupt_policy\nwith interrupt_policy('hcl x'):\n"
+        "    try:\n        print('ready', flush=True)\n        time.sleep(30)\n    finally:\n        print('cleaning', flush=True)\n        time.sleep(30)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    process.send_signal(signal.SIGINT)
+    assert process.stdout.readline().strip() == "cleaning"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130 and stderr.strip() == "hcl x: error: interrupted", stderr
+
+
+def test_a_name_with_a_newline_cannot_forge_a_line(tmp_path: Path) -> None:
+    forged = "p\nhcl prepare: wrote data/prepared: digits"
+    assert shown(forged) == "p\\nhcl prepare: wrote data/prepared: digits"
+    result = hcl("prepare", "--out", forged, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and "p\\nhcl prepare" in result.stdout
+
+
+def test_atomic_writes_of_text_clean_up_on_a_library_error(tmp_path: Path) -> None:
+    class Boom(RuntimeError):
+        pass
+
+    with pytest.raises(HclError, match=r"cannot write .*x\.txt: No space left on device"):
+        with atomic_path(tmp_path / "x.txt"):
+            raise Boom("Error while serializing: I/O error: No space left on device (os error 28)")
+    with pytest.raises(Boom):
+        with atomic_path(tmp_path / "x.txt"):
+            raise Boom("not a write failure")
+    write_text(tmp_path / "y.txt", "ok")
+    assert sorted(os.listdir(tmp_path)) == ["y.txt"]
