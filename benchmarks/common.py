@@ -92,7 +92,7 @@ def timed_epochs(training: TrainingRun, epochs: int, warmup: int) -> list[float]
     batch = slice(0, config.batch_size)
     for _ in range(warmup):
         training.step(training.images[batch], training.labels[batch], config.loss_options(0))
-    clock = RunClock(training.steps_per_epoch * epochs, device, reported=True)
+    clock = RunClock(training.steps_per_epoch * epochs, epochs, training.steps_per_epoch, device, plain=False, reported=True)
     seconds = []
     for epoch in range(epochs):
         synchronize(device)

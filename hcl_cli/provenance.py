@@ -84,9 +84,10 @@ def git_head() -> str | None:
     return head.stdout.strip() if head.returncode == 0 else None
 
 
-def run_record(device: torch.device, started: datetime.datetime) -> dict[str, Any]:
-    """The provenance of a run that started at ``started`` on ``device`` and ends now.
+def run_record(device: torch.device, started: datetime.datetime, steps: int, planned_steps: int) -> dict[str, Any]:
+    """The provenance of a run that started at ``started`` on ``device`` and ends now, after ``steps`` of its ``planned_steps``.
 
+    ``steps`` < ``planned_steps``: ``--max-steps`` stopped the run early (see :func:`describe_extent`).
     ``git_commit`` is the commit, with ``+dirty`` when tracked code or params differ from it;
     ``git_changed`` names those files (DVC's outputs left out): empty for a clean run, None
     outside a git repository.
@@ -100,7 +101,17 @@ def run_record(device: torch.device, started: datetime.datetime) -> dict[str, An
         "host": platform.node(),
         "git_commit": None if head is None else head + ("+dirty" if changed else ""),
         "git_changed": changed,
+        "steps": steps,
+        "planned_steps": planned_steps,
     }
+
+
+def describe_extent(record: dict[str, Any] | None, epochs: int | None) -> str:
+    """How far a run went, from its run record: ``60 epochs``, or ``stopped at step 120 of 300 (--max-steps)``."""
+    steps, planned = (record or {}).get("steps"), (record or {}).get("planned_steps")
+    if isinstance(steps, int) and isinstance(planned, int) and steps < planned:
+        return f"stopped at step {steps} of {planned} (--max-steps)"
+    return f"{epochs if epochs is not None else '?'} epochs"
 
 
 def now() -> datetime.datetime:

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,14 +20,18 @@ from PIL import Image
 
 import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
-from hcl_cli.checkpoint import CheckpointStore
+from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
 from hcl_cli.config import EmbedConfig, PrepareConfig, PretrainConfig
 from hcl_cli.datasets import load_card
+from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.modality import modality_of
 from hcl_cli.models import load_encoder
 from hcl_cli.objectives.registry import SAMPLERS, supervised_samplers
+from hcl_cli.provenance import describe_extent
 from hcl_cli.stages import embed, prepare
-from hcl_cli.training import step
+from hcl_cli.training import loop, memory, step
+from hcl_cli.training.signals import TrainingInterrupted
 
 TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
 
@@ -194,6 +199,7 @@ def test_a_non_finite_step_stops_with_the_last_good_checkpoint_and_no_encoder(
         return loss, stats
 
     monkeypatch.setattr(step, "contrastive_loss", poisoned_loss)
+    monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")  # the memory check's measuring steps would call the loss too
     with pytest.raises(
         HclError, match=rf"non-finite {where} at epoch 1, step 3 .*last good checkpoint: .*epoch-0000-step-000002\.safetensors"
     ) as error:
@@ -303,3 +309,102 @@ def test_an_unwritable_output_folder_fails_before_training(digits: Path, tmp_pat
     monkeypatch.setattr(step, "build_training", lambda *args: pytest.fail("training was set up"))
     with pytest.raises(HclError, match=r"cannot write .*a-file/models"):
         pretrain.run(tiny_config(digits, tmp_path / "a-file"))
+
+
+def test_a_run_stopped_by_max_steps_says_so_and_its_sidecar_records_how_far_it_went(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2, max_steps=7))
+    assert "(small_cnn, hucl, stopped at step 7 of 10 (--max-steps), 7 steps)" in capsys.readouterr().out
+    _, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
+    assert (sidecar.run["steps"], sidecar.run["planned_steps"]) == (7, 10)
+    assert describe_extent(sidecar.run, sidecar.epoch) == "stopped at step 7 of 10 (--max-steps)"
+    assert describe_extent({"steps": 10, "planned_steps": 10}, 2) == "2 epochs"
+
+
+def test_without_a_terminal_a_plain_progress_line_says_where_the_run_is(
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under dvc repro (stderr is no terminal, so there is no progress bar) a line every PROGRESS_SECONDS."""
+    monkeypatch.setattr(loop, "PROGRESS_SECONDS", 0.0)
+    pretrain.run(tiny_config(digits, tmp_path, epochs=2))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hcl pretrain: step ")]
+    assert len(lines) == 10
+    assert re.fullmatch(r"hcl pretrain: step 1 of 10 \(10%\), epoch 1 of 2, loss \d+\.\d{4}, timing the steps", lines[0])
+    assert re.fullmatch(r"hcl pretrain: step 10 of 10 \(100%\), epoch 2 of 2, loss \d+\.\d{4}, \S+ s per step, about 0 s to go", lines[-1])
+
+
+def test_the_eta_leaves_the_warm_up_steps_out_and_follows_the_steady_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """Three slow warm-up steps (10 s each), then 1 s per step: the ETA is 1 s per remaining step, and updated."""
+    now = [0.0]
+    clock = loop.RunClock(total_steps=1000, epochs=10, steps_per_epoch=100, device=torch.device("cpu"), plain=False, timer=lambda: now[0])
+    estimates = []
+    for done in range(1, 21):
+        now[0] += 10.0 if done <= loop.WARMUP_STEPS else (1.0 if done <= 12 else 2.0)
+        estimates.append(clock.step_done(done, 1.0))
+    first = loop.WARMUP_STEPS + loop.ETA_STEPS
+    assert estimates[: first - 1] == [None] * (first - 1)
+    assert estimates[first - 1] == loop.format_duration(1000 - first)
+    assert "hcl pretrain: 1 s per step: about 17 min to go" in capsys.readouterr().err
+    assert estimates[-1] == loop.format_duration((9 + 8 * 2) / 17 * 980), "the rate is updated at every step"
+
+
+def test_ctrl_c_during_the_first_step_stops_at_once(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first step can take minutes (a ResNet-50 on a CPU) and has nothing to save: Ctrl-C does not wait for its end."""
+    real_loss, calls = step.contrastive_loss, []
+
+    def interrupting_loss(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        signal.raise_signal(signal.SIGINT)
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(step, "contrastive_loss", interrupting_loss)
+    monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")  # the memory check's measuring steps would call the loss too
+    with pytest.raises(TrainingInterrupted, match=r"stopped by SIGINT during the first step, at once \(nothing was saved\)") as error:
+        pretrain.run(tiny_config(digits, tmp_path))
+    assert error.value.exit_code == 130
+    assert calls == [1], "the step's backward and update did not run"
+    assert CheckpointStore(tmp_path / "models" / "checkpoints").latest() is None
+
+
+def test_a_run_that_will_not_fit_in_memory_is_refused_before_its_first_step(
+    digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimate (gradients, Adam, the step measured at three small batches) against the device's free memory."""
+    config = tiny_config(digits, tmp_path, batch_size=64)
+    needed = estimated_bytes(config)
+    calls = []
+    monkeypatch.setattr(step, "contrastive_loss", lambda *args, real=step.contrastive_loss, **kwargs: calls.append(1) or real(*args, **kwargs))
+    monkeypatch.setattr(memory, "available_bytes", lambda device: int(needed * 0.9))
+    with pytest.raises(HclError, match=r"training would need about \d+\.\d GiB more at its first step .*: try --batch-size (16|32) \(about"):
+        pretrain.run(config)
+    assert len(calls) == 3, "only the three measuring steps ran"
+    assert not (tmp_path / "models" / "encoder.safetensors").exists()
+
+    monkeypatch.setattr(memory, "available_bytes", lambda device: int(needed * 1.1))
+    pretrain.run(config)
+    assert (tmp_path / "models" / "encoder.safetensors").is_file()
+
+
+def estimated_bytes(config: PretrainConfig) -> float:
+    """The memory check's estimate for ``config``'s step."""
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    card = load_card(config.data)
+    model, training_step = modality_of(config.data).build_training(config, card, context)
+    images, labels = modality_of(config.data).load_samples(config.data, ["train"])
+    return memory.estimate_step_memory(training_step, images, labels, config.loss_options(0), torch.device("cpu")).total(config.batch_size)
+
+
+def test_the_memory_estimate_grows_with_the_batch_and_the_model() -> None:
+    estimate = memory.MemoryEstimate(optimizer=3 * 2**30, linear=2**20, quadratic=16.0)
+    assert estimate.total(512) == 3 * 2**30 + 512 * 2**20 + 16 * 512**2
+    assert estimate.largest_batch(3 * 2**30 + 300 * 2**20) == 256
+    assert estimate.largest_batch(2**30) == 0
+    with pytest.raises(HclError, match=r"but the cpu has 3\.5 GiB free: try --batch-size 256 .*, or a GPU \(--device cuda\)"):
+        memory.check_memory(estimate, 1024, torch.device("cpu"), int(3.5 * 2**30))
+    memory.check_memory(estimate, 256, torch.device("cpu"), int(3.5 * 2**30))
+
+
+def test_the_stop_message_numbers_epochs_as_the_training_log_does() -> None:
+    assert loop.describe_position(TrainingPosition(3, 0), 10, 40) == "after epoch 3 of 10, log step 2"
+    assert loop.describe_position(TrainingPosition(3, 12), 10, 40) == "in epoch 4 of 10 (log step 3), at step 12 of 40"

@@ -41,9 +41,10 @@ from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.locking import locked_folder
 from hcl_cli.modality import modality_of
 from hcl_cli.objectives import check_sampler_inputs
-from hcl_cli.provenance import now, run_record
+from hcl_cli.provenance import describe_extent, now, run_record
 from hcl_cli.training.log import TrainingLog
-from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, interrupted, resume_from, train_one_epoch
+from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step_stop, interrupted, resume_from, train_one_epoch
+from hcl_cli.training.memory import check_training_memory
 from hcl_cli.training.probes import HsclProbe, KnnProbe
 from hcl_cli.training.signals import stop_on_signals
 
@@ -79,6 +80,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         samples, labels = modality.load_samples(config.data, splits, device)
         context.seed_everything(config.seed)
         model, step = modality.build_training(config, card, context)
+        if context.world_size == 1 and not config.compile:
+            check_training_memory(step, samples, labels, config.loss_options(0), config.batch_size, device)
         store = CheckpointStore(Path(config.out) / "checkpoints")
         # Like epochs, max_steps only says when to stop: a resume may change it.
         identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None}
@@ -107,8 +110,9 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         if context.is_main:
             print(startup_line(config, modality.describe(card, size), card.name, model.arch, steps_per_epoch, total_steps, context, checkpoint))
 
-        clock = RunClock(total_steps, device)
+        clock = RunClock(total_steps, config.epochs, steps_per_epoch, device, plain=context.is_main and not sys.stderr.isatty())
         with stop_on_signals() as stop:
+            stop.at_once = first_step_stop(checkpoint) if context.world_size == 1 else None
             for epoch in range(start.epoch, config.epochs):
                 if epoch * steps_per_epoch >= total_steps:
                     break
@@ -126,7 +130,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                     log.write(training.history)
                 totals = EpochTotals()
                 if context.any_rank(stop.requested):
-                    raise interrupted(stop, position, path)
+                    raise interrupted(stop, position, path, config.epochs, steps_per_epoch)
 
         if context.is_main:
             out = Path(config.out) / "encoder.safetensors"
@@ -136,11 +140,12 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "seed": config.seed,
                 "dataset": card.name,
                 "world_size": context.world_size,
-                "run": run_record(device, started),
+                "run": run_record(device, started, steps=total_steps, planned_steps=steps_per_epoch * config.epochs),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
             }
             modality.save_encoder(out, model, card, meta)
-            print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {len(training.history)} epochs, {total_steps} steps)")
+            extent = describe_extent(meta["run"], config.epochs)
+            print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
 
 
 def startup_line(

@@ -14,9 +14,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -38,6 +38,29 @@ ETA_STEPS = 5
 PROGRESS_SECONDS = 30.0
 """Seconds between the plain progress lines printed when stderr is not a terminal (``dvc repro``, a log file)."""
 CPU_HOUR_HINT = 3600.0
+
+
+@dataclass
+class EpochTotals:
+    """Running sums over the epoch's steps; saved in mid-epoch checkpoints so a resumed epoch logs the same means."""
+
+    steps: int = 0
+    loss: float = 0.0
+    same_label_pairs: float = 0.0
+    anchors_left_out: float = 0.0
+
+    def add(self, result: StepResult) -> None:
+        self.steps += 1
+        self.loss += result.loss
+        self.same_label_pairs += result.same_label_pairs
+        self.anchors_left_out += result.anchors_left_out
+
+    def means(self, supervised: bool) -> dict[str, float]:
+        """Per-step means to log: the loss, and for the supervised samplers the batch's positives and left-out anchors."""
+        means = {"loss": self.loss / self.steps}
+        if supervised:
+            means |= {"same_label_pairs": self.same_label_pairs / self.steps, "anchors_left_out": self.anchors_left_out / self.steps}
+        return means
 
 
 @dataclass
@@ -91,7 +114,9 @@ class RunClock:
         if self.plain and now - self.last_line >= PROGRESS_SECONDS:
             self.last_line = now
             epoch = (steps_done - 1) // self.steps_per_epoch + 1
-            eta = f", {per_step:.3g} s per step, about {format_duration(remaining)} to go" if remaining is not None else ", timing the steps"
+            eta = (
+                f", {per_step:.3g} s per step, about {format_duration(remaining)} to go" if remaining is not None else ", timing the steps"
+            )
             print(
                 f"hcl pretrain: step {steps_done} of {self.total_steps} ({100 * steps_done / self.total_steps:.0f}%), "
                 f"epoch {epoch} of {self.epochs}, loss {loss:.4f}{eta}",
@@ -189,7 +214,7 @@ def train_one_epoch(
             position = TrainingPosition(epoch, index + 1)
             path = training.save(position, totals)
             if stop_requested:
-                raise interrupted(stop, position, path, training)
+                raise interrupted(stop, position, path, config.epochs, training.steps_per_epoch)
     return max(first_step, last)
 
 
@@ -211,9 +236,9 @@ def describe_position(position: TrainingPosition, epochs: int, steps_per_epoch: 
     return f"in epoch {position.epoch + 1} of {epochs} (log step {position.epoch}), at step {position.step} of {steps_per_epoch}"
 
 
-def interrupted(stop: StopRequest, position: TrainingPosition, checkpoint: Path, training: TrainingRun) -> TrainingInterrupted:
+def interrupted(stop: StopRequest, position: TrainingPosition, checkpoint: Path, epochs: int, steps_per_epoch: int) -> TrainingInterrupted:
     """The error that ends a run stopped by a signal, saying where it stopped, where its checkpoint is and how to go on."""
-    where = describe_position(position, training.config.epochs, training.steps_per_epoch)
+    where = describe_position(position, epochs, steps_per_epoch)
     return TrainingInterrupted(
         f"stopped by {stop.signal_name} ({where}); checkpoint saved to {checkpoint}; {how_to_continue()}", stop.signum or 0
     )
