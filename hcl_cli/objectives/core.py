@@ -23,10 +23,18 @@ pairs of the anchors that have at least one negative. ``term_ip`` is exactly HCL
 ``-log(pos / (pos + Ng))`` and H-SCL's Eq. (3) ``log(1 + M exp(-s_ip) E_i)``, so SimCLR,
 debiased, HCL, SCL, H-SCL, HCL-OT and UnDiMix are all this one function with different ``q``;
 the ``objective`` option picks ``nce`` or ``bcl`` for any of them (tau+ does not enter ``bcl``).
+
+The samplers see a :class:`ScoreBatch`: a score matrix of n anchors against m candidates, each
+anchor's positive column, its negative mask, and the anchors' and candidates' labels. Two kinds
+exist: :class:`PairBatch` here (two views of B images, above), and
+:class:`~hcl_cli.objectives.infograph.NodeGraphBatch` (InfoGraph: the batch's nodes against its
+graphs, each node's positive its own graph), whose loss is the Jensen-Shannon objective of
+:mod:`~hcl_cli.objectives.infograph`.
 """
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 from dataclasses import dataclass
@@ -36,25 +44,37 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hcl_cli.errors import UsageError
+
 Objective = Literal["nce", "bcl"]
+"""The objectives of :func:`contrastive_objective` (two views); ``jsd`` is the graph objective of
+:func:`~hcl_cli.objectives.infograph.jsd_objective`."""
 
 
 @dataclass(frozen=True)
 class PairMasks:
-    """The label-free structure of B images in two views against 2B + K candidates, built once per (B, K, device)."""
+    """The label-free structure of n anchors against m candidates.
+
+    For B images in two views against 2B + K candidates (n = 2B, m = 2B + K, built once per
+    (B, K, device) by :func:`pair_masks`) the shapes below are given in those terms; a node-graph
+    batch (:func:`~hcl_cli.objectives.infograph.node_graph_masks`) has the same fields with
+    n nodes, m = G graphs, and "image" read as "graph".
+    """
 
     rows: Tensor
     """(2B,) int64: ``0 .. 2B - 1``."""
     partner: Tensor
-    """(2B,) int64: the row of each row's other view, ``(i + B) mod 2B``."""
+    """(2B,) int64: the column of each anchor's positive: the row of its other view, ``(i + B) mod 2B`` (a node's graph)."""
     partner_pairs: Tensor
-    """(2B,) int64: the flat index ``i * (2B + K) + partner(i)`` of each (row, partner) pair."""
+    """(2B,) int64: the flat index ``i * (2B + K) + partner(i)`` of each (anchor, positive) pair."""
     negatives: Tensor
-    """(2B, 2B + K) bool: every pair except self and partner."""
+    """(2B, 2B + K) bool: every pair except self and partner (a node against every graph but its own)."""
     others: Tensor
-    """(2B, 2B + K) bool: every pair except self."""
+    """(2B, 2B + K) bool: every pair except self (every pair for nodes and graphs: no anchor is a candidate)."""
     candidate_images: Tensor
     """(2B + K,) int64: which image each candidate shows: ``j mod B`` in the batch, ``B + p // 2`` for queue row ``p``."""
+    anchor_images: Tensor
+    """(2B,) int64: which image each anchor shows, ``i mod B`` (which graph a node belongs to)."""
 
 
 @functools.lru_cache(maxsize=16)
@@ -75,6 +95,7 @@ def pair_masks(batch_size: int, device: torch.device, queue_size: int = 0) -> Pa
             negatives=~(is_self | is_partner),
             others=~is_self,
             candidate_images=images,
+            anchor_images=index % batch_size,
         )
 
 
@@ -121,7 +142,73 @@ class MomentumKeys:
         return self.queue.shape[0]
 
 
-class PairBatch:
+class ScoreBatch(abc.ABC):
+    """What a sampler sees: n anchors scored against m candidates, with their masks and labels.
+
+    A sampler that reads only these attributes runs on image pairs (:class:`PairBatch`) and on
+    nodes against graphs (:class:`~hcl_cli.objectives.infograph.NodeGraphBatch`) alike.
+    Everything is in ``compute_dtype``: float64 for float64 inputs, float32 otherwise (also for
+    bf16/fp16 inputs under autocast).
+    """
+
+    compute_dtype: torch.dtype
+    temperature: float
+    """The temperature t that divides the scores (1 for raw scores)."""
+    logits: Tensor
+    """(n, m) the scores s_ij the loss exponentiates (or feeds to softplus)."""
+    cosine: Tensor
+    """(n, m) the cosines between anchors and candidates."""
+    masks: PairMasks
+    labels: Tensor | None
+    """(n,) the anchors' labels, or None."""
+    candidate_labels: Tensor | None
+    """(m,) the candidates' labels, or None."""
+    momentum_keys: MomentumKeys | None = None
+    queue_size: int = 0
+    unit: bool = True
+    """Whether anchors and candidates are unit vectors (so that squared distances lie in [0, 4])."""
+
+    @property
+    @abc.abstractmethod
+    def num_negatives(self) -> int:
+        """M, the number of candidates each anchor contrasts with."""
+
+    @property
+    @abc.abstractmethod
+    def uniform(self) -> Tensor:
+        """(n, m) the log-weights of the uniform distribution over each anchor's negatives."""
+
+    @abc.abstractmethod
+    def squared_distances(self) -> Tensor:
+        """(n, m) detached ``||a_i - c_j||^2``, up to terms ``x_i + y_j`` that no entropic coupling with fixed marginals sees."""
+
+    @property
+    def num_anchors(self) -> int:
+        """n, the number of anchors."""
+        return self.logits.shape[0]
+
+    @property
+    def labelled(self) -> Tensor:
+        """(n,) int64 labels of the anchors; raises if the batch has none."""
+        if self.labels is None:
+            raise ValueError("this batch has no labels")
+        return self.labels
+
+    def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor]:
+        """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * m + p``.
+
+        Without ``label_positives``: each anchor and its ``partner`` column (cached). With them
+        (H-SCL): every anchor and every other candidate with the same label, partner included
+        (found with ``nonzero``: one device sync per step on CUDA).
+        """
+        if not label_positives:
+            return self.masks.rows, self.masks.partner_pairs
+        same_label = self.labelled[:, None] == self.candidate_labels[None, :]
+        pairs = torch.nonzero((same_label & self.masks.others).view(-1)).squeeze(1)
+        return pairs.div(self.logits.shape[1], rounding_mode="floor"), pairs
+
+
+class PairBatch(ScoreBatch):
     """One batch of two views and its candidates, prepared once for the sampler and the objective.
 
     Everything is in ``compute_dtype``: float64 for float64 inputs, float32 otherwise (also for
@@ -168,25 +255,9 @@ class PairBatch:
         """(2B, 2B + K) the cached log-weights of the uniform distribution over each anchor's negatives."""
         return uniform_log_weights(self.batch_size, self.cosine.device, self.compute_dtype, self.queue_size)
 
-    @property
-    def labelled(self) -> Tensor:
-        """(2B,) int64 labels of both views; raises if the batch has none."""
-        if self.labels is None:
-            raise ValueError("this batch has no labels")
-        return self.labels
-
-    def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor]:
-        """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * (2B + K) + p``.
-
-        Without ``label_positives``: each row and its partner (cached). With them (H-SCL): every
-        row and every other candidate with the same label, partner included (found with
-        ``nonzero``: one device sync per step on CUDA).
-        """
-        if not label_positives:
-            return self.masks.rows, self.masks.partner_pairs
-        same_label = self.labelled[:, None] == self.candidate_labels[None, :]
-        pairs = torch.nonzero((same_label & self.masks.others).view(-1)).squeeze(1)
-        return pairs.div(2 * self.batch_size + self.queue_size, rounding_mode="floor"), pairs
+    def squared_distances(self) -> Tensor:
+        """(2B, 2B + K) ``||z_i - c_j||^2 = 2 - 2 z_i.c_j`` of the unit anchors and candidates, detached."""
+        return (2.0 - 2.0 * self.cosine.detach()).clamp(min=0.0)
 
 
 @dataclass(frozen=True)
@@ -194,12 +265,12 @@ class NegativeWeights:
     """What a sampler returns: its negative distribution over the candidates, up to normalisation."""
 
     log_weights: Tensor
-    """(2B, 2B + K) log w_ij, ``-inf`` where q(j|i) = 0; rows need not be normalised, but every row
+    """(n, m) (for two views (2B, 2B + K)) log w_ij, ``-inf`` where q(j|i) = 0; rows need not be normalised, but every row
     needs a finite entry (give an invalid anchor any placeholder row: it is ignored)."""
     anchor_valid: Tensor | None = None
-    """(2B,) bool: anchors that have a negative at all (None: all do). The others are left out."""
+    """(n,) bool: anchors that have a negative at all (None: all do). The others are left out."""
     debiased: bool = False
-    """Apply HCL's tau+ debiasing and the ``M exp(-1/t)`` floor to ``nce`` (debiased, hucl, ot)."""
+    """Apply HCL's tau+ debiasing and the ``M exp(-1/t)`` floor to ``nce`` (debiased, hucl, ot), and its JSD form to ``jsd``."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +284,7 @@ class LossStats:
 
 
 def negative_distribution(negatives: NegativeWeights) -> Tensor:
-    """q(j|i), (2B, 2B + K): the sampler's weights normalised per row; zero rows for invalid anchors."""
+    """q(j|i), (n, m): the sampler's weights normalised per row; zero rows for invalid anchors."""
     q = torch.softmax(negatives.log_weights, dim=1)
     if negatives.anchor_valid is None:
         return q
@@ -251,6 +322,8 @@ def contrastive_objective(
     ``anchor_mask`` (2B,) bool keeps only those anchors' terms in the sum while still dividing by
     the number of terms over all anchors, so losses over disjoint masks add up to the full loss.
     """
+    if objective == "jsd":
+        raise UsageError("objective jsd is InfoGraph's loss of nodes against graphs (local_global_loss); two views train with nce or bcl")
     log_weights = negatives.log_weights
     log_normaliser = torch.logsumexp(log_weights, dim=1)
     anchors, pairs = batch.positive_pairs(label_positives)

@@ -21,11 +21,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from hcl_cli.objectives.core import NegativeWeights, PairBatch
-from hcl_cli.objectives.options import SamplerOptions
+from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
+from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
-def tilted_log_weights(batch: PairBatch, uniform: Tensor, options: SamplerOptions) -> Tensor:
+def tilted_log_weights(batch: ScoreBatch, uniform: Tensor, options: SamplerOptions) -> Tensor:
     """``log w_ij = beta s_ij`` where ``uniform`` (the 0 / ``-inf`` log-weights of the support) is
     0, ``-inf`` elsewhere: the exponential hardening function ``eta(s) = exp(beta s)`` of HCL,
     also used by H-SCL(beta). Adding the support's log-weights keeps the backward pass free.
@@ -36,7 +36,9 @@ def tilted_log_weights(batch: PairBatch, uniform: Tensor, options: SamplerOption
     ``clip`` is HCL's trick for embeddings off the hypersphere (App. D.2-D.3, Fig. 14): the inner
     products used for the weights are scaled into [-2, 2] by ``2 s / max |s|``, the maximum taken
     over every (anchor, negative) pair of the batch (queue included), before the exponent. It changes only the
-    weights; the ``exp(s_ij)`` terms of the loss keep the plain similarities.
+    weights; the ``exp(s_ij)`` terms of the loss keep the plain similarities. On nodes against
+    graphs the scores are raw inner products and the scaling always applies (App. D.2;
+    :mod:`~hcl_cli.objectives.infograph`).
     """
     similarity = batch.logits.detach() if options.detach_weights else batch.logits
     if options.clip:
@@ -44,12 +46,12 @@ def tilted_log_weights(batch: PairBatch, uniform: Tensor, options: SamplerOption
     return torch.add(uniform, similarity, alpha=options.beta)
 
 
-def debiased(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+def debiased(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """Chuang et al.'s debiased negatives: HCL with beta = 0 (uniform weights, tau+ correction)."""
     return NegativeWeights(batch.uniform, debiased=True)
 
 
-def hucl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+def hucl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """HCL's hard negatives: weights ``exp(beta s_ij)`` over all negatives, with tau+ debiasing."""
     uniform = batch.uniform
     return NegativeWeights(tilted_log_weights(batch, uniform, options), debiased=True)

@@ -16,6 +16,10 @@ default gradient also flows through them. No tau+ debiasing: the labels already 
 negatives. An anchor whose candidates hold no different-label sample has no negative
 distribution; it is left out of the mean and counted in
 :class:`~hcl_cli.objectives.core.LossStats` ``anchors_without_negatives``.
+
+On nodes against graphs (InfoGraph, H-SCL Sec. V-C), a node's label is its graph's: its negatives
+are the batch's graphs of other labels, and its positives every graph of its label, its own
+included (:mod:`~hcl_cli.objectives.infograph`).
 """
 
 from __future__ import annotations
@@ -24,39 +28,39 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import NegativeWeights, PairBatch, uniform_on
+from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, uniform_on
 from hcl_cli.objectives.hcl import tilted_log_weights
-from hcl_cli.objectives.options import SamplerOptions
+from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
-def different_label_support(batch: PairBatch) -> tuple[Tensor, Tensor]:
+def different_label_support(batch: ScoreBatch) -> tuple[Tensor, Tensor]:
     """The (anchor, candidate) pairs of different labels, and which anchors have any.
 
-    Every anchor's label is among the candidates' (its own key or row), so an anchor has no
+    Every anchor's label is among the candidates' (its own key or row; a node's own graph), so an anchor has no
     different-label candidate exactly when all candidates share one label: validity is one flag
     for the batch. Such a batch gets the unsupervised negatives (every image its own class) as
-    placeholder rows: finite, and ignored by the objective.
+    placeholder rows (every graph its own class for nodes): finite, and ignored by the objective.
     """
     labels, candidates = batch.labelled, batch.candidate_labels
     has_negatives = (candidates != candidates[0]).any()
-    classes = torch.where(has_negatives, labels, batch.masks.rows.remainder(batch.batch_size))
+    classes = torch.where(has_negatives, labels, batch.masks.anchor_images)
     candidate_classes = torch.where(has_negatives, candidates, batch.masks.candidate_images)
     return classes[:, None] != candidate_classes[None, :], has_negatives.expand(len(labels))
 
 
-def hscl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+def hscl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """H-SCL(beta): different-label negatives weighted by ``exp(beta s_ij)`` (``clip`` and ``detach_weights`` as in HCL)."""
     support, anchor_valid = different_label_support(batch)
     return NegativeWeights(tilted_log_weights(batch, uniform_on(support, batch.compute_dtype), options), anchor_valid)
 
 
-def scl(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+def scl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """SCL: different-label negatives, uniformly weighted (H-SCL(beta) with beta = 0)."""
     support, anchor_valid = different_label_support(batch)
     return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)
 
 
-def hscl_threshold(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
+def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """H-SCL(tau): uniform over the different-label samples whose cosine with the anchor is >= l.
 
     The paper's threshold ``tau = exp(l / t)`` on ``exp(s_ij)`` is ``cos_ij >= l``; ``l`` is passed

@@ -23,6 +23,13 @@ the code's ``reg``. Eq. (5) writes the cost as ``c = 0.5 ||f(x) - f(x-)||^2``, a
 ``exp(-0.5 ||.||^2 / eps_paper) = exp(-||.||^2 / (2 eps_paper))``, so the paper's epsilon is half
 of ours: ``ot_epsilon = 2 eps_paper``. The exp cost of Sec. VII-C has no 0.5 in the paper
 either, so with ``ot_cost="exp"`` the two epsilons are the same.
+
+On nodes against graphs (InfoGraph, HCL-OT Sec. VII-B: the HCL graph code with its negative
+distribution replaced), P couples the n nodes (marginal 1/n) with the G graphs of the batch
+(marginal 1/G), ``+inf`` on each node's own graph, and ``q(j|i) = n P_ij``. The embeddings are
+not normalised; the ``sq`` cost ``||l_i - g_j||^2 = |l_i|^2 + |g_j|^2 - 2 s_ij`` gives the same
+coupling as ``-2 s_ij`` (terms of one row or one column are absorbed by the potentials), so the
+coupling depends on the node-to-graph scores only, and Sinkhorn is given ``-2 s_ij``.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from hcl_cli.objectives.core import NegativeWeights, PairBatch
-from hcl_cli.objectives.options import SamplerOptions
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
+from hcl_cli.objectives.sampler_options import SamplerOptions
 
 Reduction = Callable[[Tensor], Tensor]
 
@@ -118,15 +126,21 @@ def sinkhorn_iterations(log_kernel: Tensor, reduce_rows: Reduction, reduce_colum
     return log_kernel + row_potential[:, None] + column_potential[None, :]
 
 
-def transport_cost(batch: PairBatch, options: SamplerOptions) -> Tensor:
-    """(2B, 2B + K) ground cost between the detached unit anchors and candidates, ``+inf`` on self and partner."""
-    squared_distance = (2.0 - 2.0 * batch.cosine.detach()).clamp(min=0.0)
+def transport_cost(batch: ScoreBatch, options: SamplerOptions) -> Tensor:
+    """(n, m) ground cost between the detached anchors and candidates, ``+inf`` off the negatives (self and partner; a node's own graph).
+
+    The exp cost of Sec. VII-C needs distances of unit vectors (at most 4): on unnormalised
+    embeddings (nodes and graphs) ``exp(||a - c||^2)`` overflows, so it is refused there.
+    """
+    if options.ot_cost == "exp" and not batch.unit:
+        raise UsageError("--ot-cost exp needs unit embeddings (image views); nodes and graphs are not normalised: use --ot-cost sq")
+    squared_distance = batch.squared_distances()
     cost = squared_distance if options.ot_cost == "sq" else torch.exp(squared_distance - options.ot_kappa)
     return cost.masked_fill(~batch.masks.negatives, math.inf)
 
 
 @torch.no_grad()
-def ot(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
-    """q(j|i) = 2B P_ij from the entropic OT coupling of the batch with its candidates (itself in-batch)."""
+def ot(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
+    """q(j|i) = n P_ij from the entropic OT coupling of the n anchors with their candidates (n = 2B; the batch itself in-batch)."""
     log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations)
-    return NegativeWeights(log_coupling + math.log(2 * batch.batch_size), debiased=True)
+    return NegativeWeights(log_coupling + math.log(batch.num_anchors), debiased=True)

@@ -1,0 +1,281 @@
+"""InfoGraph's local-global objective (Sun et al., ICLR 2020) with every negative sampler, and the
+two readings of HCL's hard graph objective (Robinson et al., ICLR 2021, App. B and D.2).
+
+The batch is nodes against graphs (:class:`NodeGraphBatch`): anchors are the batch's n nodes'
+local embeddings ``l_i``, candidates its G graphs' global embeddings ``g_j``, the score is the
+raw inner product ``s_ij = l_i.g_j`` (no normalisation, no temperature, as InfoGraph), each
+node's positive is its own graph and its negatives are the other graphs of the batch. The
+samplers of :mod:`hcl_cli.objectives` run on it unchanged and give q(j|i) over the graphs:
+``ucl`` uniform (InfoGraph itself), ``debiased``/``hucl`` HCL's tilt, ``scl``/``hscl``/
+``hscl-threshold`` the graphs of other labels (a node's label is its graph's; its positives are
+then every graph of its label, its own included), ``ot`` the entropic coupling of nodes with
+graphs. ``undimix`` is refused: its uncertainty part is the gradient of a pseudo-labelling task
+between two views of each sample through the projection head's last layer, which a node-graph
+batch does not have.
+
+The loss is the Jensen-Shannon estimator of InfoGraph (Nowozin et al. 2016; the official
+``local_global_loss_`` with ``measure="JSD"``, losses.py lines 6-33 and gan_losses.py lines 34 and
+74-75 of HCL's graph code), with the sampler's q weighting each node's negatives:
+
+    E_pos = mean over positive pairs (i, p) of  log 2 - sp(-s_ip)
+    E_neg = mean over nodes i of                sum_j q(j|i) sp(s_ij) - log 2        (sp = softplus)
+    loss  = E_neg - E_pos
+
+(``sp(-s) + s = sp(s)``). With uniform q over the G - 1 other graphs this is InfoGraph exactly.
+
+``graph_weights="paper"`` (every sampler): HCL App. B writes InfoGraph's loss as alignment plus
+uniformity, ``L_unif = E_{(u, G') ~ p x q} sp(T(h_u, H(G')))``, and tilts its negative
+distribution, ``q_beta(G') ~ exp(beta T(h_u, H(G'))) p(G')``; App. D.2: "for a batch we clip all the
+inner products to live in the interval [-2, 2] while computing the reweighting" (Fig. 14: scaled
+by ``2 s / max |s|`` over the batch's negative pairs). The debiasing of Eq. (2)-(4),
+``E_{q^-}[g] = (E_{q_beta}[g] - tau+ E_{q_beta^+}[g]) / (1 - tau+)``, with the node's positives as
+the sample of ``q_beta^+``, gives for debiased, hucl and ot:
+
+    w_ij = exp(beta * 2 s_ij / max_{negative pairs} |s|),   q(j|i) = w_ij / sum_j w_ij
+    N_i  = max((sum_j q(j|i) sp(s_ij) - tau+ mean_p sp(s_ip)) / (1 - tau+), 0)
+    E_neg = mean_i N_i - log 2
+
+the floor 0 being the infimum of ``sp``, as HCL's clamp (Eq. 4, Fig. 13) keeps its estimate at
+its theoretical minimum. The scores are always scaled for the weights on graphs (the ``clip``
+option is not read: App. D.2 says it is needed there); only the weights see them.
+
+``graph_weights="official"`` (debiased and hucl): ``JSD_hard`` exactly as HCL's graph code
+computes it (:func:`official_jsd_hard`), which differs from the paper in four places: its weights
+``exp(-2 beta q / max|q|)`` fall as the score rises (easy negatives are up-weighted); tau+ is
+0.5 in both terms whatever ``tau_plus`` says (never passed); the masked positive slot (score 0
+after masking) is counted in each row's weight mean and in the sums; and the positive term
+subtracts ``tau+/(1 - tau+) sp(s_ip)`` from E_pos, i.e. adds it to the loss. ``debiased``, and
+``hucl`` at beta 0, are the code's ``beta == 0`` branch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Literal, overload
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives.core import LossStats, NegativeWeights, PairMasks, ScoreBatch, uniform_on
+from hcl_cli.objectives.registry import lookup
+from hcl_cli.objectives.sampler_options import SamplerOptions
+
+GraphWeights = Literal["paper", "official"]
+
+OFFICIAL_SAMPLERS = ("debiased", "hucl")
+"""The samplers whose ``graph_weights="official"`` reading is the official ``JSD_hard``."""
+
+OFFICIAL_TAU_PLUS = 0.5
+"""tau+ of the official ``JSD_hard``: the default of ``get_positive_expectation`` and
+``get_negative_expectation`` (gan_losses.py lines 17 and 58), never passed by ``local_global_loss_``."""
+
+LOG_2 = math.log(2.0)
+
+
+def node_graph_masks(node_graph: Tensor, num_graphs: int) -> PairMasks:
+    """The :class:`~hcl_cli.objectives.core.PairMasks` of n nodes (graph index ``node_graph``) against G graphs, without a loop over nodes."""
+    nodes = torch.arange(len(node_graph), device=node_graph.device)
+    graphs = torch.arange(num_graphs, device=node_graph.device)
+    own = node_graph[:, None] == graphs[None, :]
+    return PairMasks(
+        rows=nodes,
+        partner=node_graph,
+        partner_pairs=nodes * num_graphs + node_graph,
+        negatives=~own,
+        others=torch.ones_like(own),
+        candidate_images=graphs,
+        anchor_images=node_graph,
+    )
+
+
+class NodeGraphBatch(ScoreBatch):
+    """n nodes' local embeddings against the G global embeddings of their batch of graphs (InfoGraph)."""
+
+    temperature = 1.0
+    unit = False
+
+    def __init__(self, local: Tensor, global_: Tensor, node_graph: Tensor, graph_labels: Tensor | None) -> None:
+        self.compute_dtype = torch.float64 if local.dtype == torch.float64 else torch.float32
+        self.local = local.to(self.compute_dtype)
+        """(n, d) the nodes' local embeddings."""
+        self.global_ = global_.to(self.compute_dtype)
+        """(G, d) the graphs' global embeddings."""
+        self.num_graphs = global_.shape[0]
+        self.logits = self.local @ self.global_.T
+        """(n, G) s_ij = l_i.g_j."""
+        self.masks = node_graph_masks(node_graph, self.num_graphs)
+        self.candidate_labels = None if graph_labels is None else graph_labels.to(local.device)
+        """(G,) the graphs' labels, or None."""
+        self.labels = None if graph_labels is None else self.candidate_labels[node_graph]
+        """(n,) each node's graph's label, or None."""
+
+    @property
+    def num_negatives(self) -> int:
+        """M = G - 1: the other graphs of the batch."""
+        return self.num_graphs - 1
+
+    @functools.cached_property
+    def uniform(self) -> Tensor:
+        """(n, G) the log-weights of the uniform distribution over each node's G - 1 other graphs."""
+        return uniform_on(self.masks.negatives, self.compute_dtype)
+
+    @functools.cached_property
+    def cosine(self) -> Tensor:  # type: ignore[override]
+        """(n, G) cos(l_i, g_j), which ``hscl-threshold`` compares with its threshold."""
+        return F.normalize(self.local, dim=1) @ F.normalize(self.global_, dim=1).T
+
+    def squared_distances(self) -> Tensor:
+        """(n, G) ``-2 s_ij``: ``||l_i - g_j||^2`` less ``|l_i|^2 + |g_j|^2``, which no coupling with fixed marginals sees (detached)."""
+        return -2.0 * self.logits.detach()
+
+
+def jsd_objective(batch: ScoreBatch, negatives: NegativeWeights, *, label_positives: bool, tau_plus: float) -> tuple[Tensor, LossStats]:
+    """The q-weighted Jensen-Shannon loss of the module docstring (``graph_weights="paper"``), and its :class:`LossStats`.
+
+    Anchors without negatives (``negatives.anchor_valid``) are left out of both means.
+    """
+    q = torch.softmax(negatives.log_weights, dim=1)
+    negative_softplus = (q * F.softplus(batch.logits)).sum(dim=1)
+    anchors, pairs = batch.positive_pairs(label_positives)
+    positive_logits = batch.logits.reshape(-1).index_select(0, pairs)
+    if negatives.debiased:
+        positive_softplus = torch.zeros_like(negative_softplus).index_add_(0, anchors, F.softplus(positive_logits))
+        positives_per_anchor = torch.bincount(anchors, minlength=batch.num_anchors).to(positive_softplus)
+        corrected = negative_softplus - tau_plus * positive_softplus / positives_per_anchor
+        negative_softplus = (corrected / (1.0 - tau_plus)).clamp(min=0.0)
+    valid = torch.ones_like(batch.masks.rows, dtype=torch.bool) if negatives.anchor_valid is None else negatives.anchor_valid
+    valid_pairs = valid.index_select(0, anchors)
+    terms, valid_anchors = valid_pairs.sum(), valid.sum()
+    expected_negative = ((negative_softplus - LOG_2) * valid).sum() / valid_anchors.clamp(min=1)
+    expected_positive = ((LOG_2 - F.softplus(-positive_logits)) * valid_pairs).sum() / terms.clamp(min=1)
+    return expected_negative - expected_positive, LossStats(terms=terms, anchors_without_negatives=(~valid).sum())
+
+
+def official_positive_expectation(p: Tensor, tau_plus: float) -> Tensor:
+    """``get_positive_expectation(p, "JSD_hard")`` elementwise (gan_losses.py line 36): ``log 2 - sp(-p) - tau+/(1 - tau+) (sp(-p) + p)``."""
+    return LOG_2 - F.softplus(-p) - tau_plus / (1.0 - tau_plus) * (F.softplus(-p) + p)
+
+
+def official_jsd_hard(batch: NodeGraphBatch, *, beta: float, detach_weights: bool = False) -> Tensor:
+    """``local_global_loss_(..., measure="JSD_hard", beta)`` of HCL's graph code, as it computes it.
+
+    losses.py lines 20-33: ``res = l g^T``; ``E_pos`` is ``get_positive_expectation`` summed over
+    the whole (n, G) matrix ``res * pos_mask`` and divided by n, so each of the G - 1 masked slots
+    adds ``Ep(0) = -tau+/(1 - tau+) log 2`` (a constant); ``E_neg`` is ``get_negative_expectation``
+    of ``q = res * neg_mask`` summed over the matrix and divided by n (G - 1); loss ``E_neg - E_pos``.
+    gan_losses.py lines 76-89, ``JSD_hard``: for beta = 0, ``(sp(q) - log 2) / (1 - tau+)`` (0 on
+    the masked slot); otherwise ``r = exp(-2 beta q / max(q.max(), |q.min()|))``, ``r / mean_j r``
+    over all G slots of the row (the masked one, r = 1, included) times ``sp(q) / (1 - tau+)``,
+    less log 2, on every slot. tau+ is :data:`OFFICIAL_TAU_PLUS`. The weights are computed in the
+    log domain (no overflow for large beta); ``detach_weights`` stops their gradient (the code's
+    flows through them, and through the max).
+    """
+    nodes, graphs = batch.logits.shape
+    own = ~batch.masks.negatives
+    positive = official_positive_expectation(batch.logits.reshape(-1).index_select(0, batch.masks.partner_pairs), OFFICIAL_TAU_PLUS)
+    expected_positive = positive.mean() + (graphs - 1) * official_positive_expectation(positive.new_zeros(()), OFFICIAL_TAU_PLUS)
+    q = batch.logits.masked_fill(own, 0.0)
+    if beta == 0:
+        negative = ((F.softplus(q) - LOG_2) / (1.0 - OFFICIAL_TAU_PLUS)).masked_fill(own, 0.0)
+    else:
+        scale = q.abs().amax().clamp(min=torch.finfo(q.dtype).tiny)
+        log_weights = -2.0 * beta * q / scale
+        weights = torch.exp(log_weights - torch.logsumexp(log_weights, dim=1, keepdim=True) + math.log(graphs))
+        if detach_weights:
+            weights = weights.detach()
+        negative = weights * F.softplus(q) / (1.0 - OFFICIAL_TAU_PLUS) - LOG_2
+    expected_negative = negative.sum() / (nodes * (graphs - 1))
+    return expected_negative - expected_positive
+
+
+@overload
+def local_global_loss(
+    local: Tensor,
+    global_: Tensor,
+    node_graph: Tensor,
+    graph_labels: Tensor | None = ...,
+    *,
+    sampler: str,
+    return_stats: Literal[False] = ...,
+    **options: Any,
+) -> Tensor: ...
+@overload
+def local_global_loss(
+    local: Tensor,
+    global_: Tensor,
+    node_graph: Tensor,
+    graph_labels: Tensor | None = ...,
+    *,
+    sampler: str,
+    return_stats: Literal[True],
+    **options: Any,
+) -> tuple[Tensor, LossStats]: ...
+def local_global_loss(
+    local: Tensor,
+    global_: Tensor,
+    node_graph: Tensor,
+    graph_labels: Tensor | None = None,
+    *,
+    sampler: str,
+    return_stats: bool = False,
+    **options: Any,
+) -> Tensor | tuple[Tensor, LossStats]:
+    """InfoGraph's loss of a batch of graphs under ``sampler``'s negative distribution (a scalar).
+
+    ``local``: (n, d) the nodes' local embeddings (InfoGraph's ``local_d(M)``); ``global_``:
+    (G, d) the graphs' global embeddings (``global_d(y)``), G >= 2; ``node_graph``: (n,) int64,
+    the graph of each node (torch-geometric's ``batch`` vector); ``graph_labels``: (G,), read by
+    the supervised samplers and with ``positives="labels"``. ``options`` are those of
+    :func:`~hcl_cli.objectives.contrastive_loss` (``beta``, ``tau_plus``, ``graph_weights``, ...),
+    ``objective`` ``jsd`` (the default here, and the only one); ``temperature`` and ``clip`` are
+    not read. The arithmetic runs in float32 (float64 for float64 inputs) with autocast off.
+    ``return_stats=True`` also returns the :class:`~hcl_cli.objectives.core.LossStats`.
+    """
+    spec = lookup(sampler)
+    values = SamplerOptions.resolve(spec, {"objective": "jsd", **options})
+    if values.objective != "jsd":
+        raise UsageError(f"nodes against graphs train with --objective jsd (InfoGraph's loss), not {values.objective}")
+    if spec.head_inputs:
+        raise UsageError(
+            f"--sampler {sampler} needs two views of each sample and the projection head's inputs; nodes against graphs have neither"
+        )
+    if values.momentum_keys is not None:
+        raise UsageError("a momentum queue (momentum_keys) is not defined for nodes against graphs")
+    check_graph_batch(local, global_, node_graph)
+    label_positives = spec.label_positives(values)
+    if label_positives and (graph_labels is None or graph_labels.shape != (global_.shape[0],)):
+        got = None if graph_labels is None else tuple(graph_labels.shape)
+        raise UsageError(f"--sampler {sampler} reads labels: graph_labels must have shape ({global_.shape[0]},) (got {got})")
+    official = values.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS
+    if official and label_positives:
+        raise UsageError("--graph-weights official has one positive per node, its own graph: use --positives partner")
+    with torch.autocast(device_type=local.device.type, enabled=False):
+        batch = NodeGraphBatch(local, global_, node_graph, graph_labels if label_positives else None)
+        if official:
+            beta = values.beta if sampler == "hucl" else 0.0
+            loss = official_jsd_hard(batch, beta=beta, detach_weights=values.detach_weights)
+            count = torch.tensor(batch.num_anchors, device=loss.device)
+            stats = LossStats(terms=count, anchors_without_negatives=torch.zeros_like(count))
+        else:
+            negatives = spec.load()(batch, values.replaced({"clip": True}, {}))
+            loss, stats = jsd_objective(batch, negatives, label_positives=label_positives, tau_plus=values.tau_plus)
+    return (loss, stats) if return_stats else loss
+
+
+def check_graph_batch(local: Tensor, global_: Tensor, node_graph: Tensor) -> None:
+    """One-line usage errors for embeddings and a ``node_graph`` vector that do not form a batch of G >= 2 graphs."""
+    if local.ndim != 2 or global_.ndim != 2 or local.shape[1] != global_.shape[1] or local.shape[0] < 1:
+        raise UsageError(f"local and global_ must be (n, d) and (G, d) with n >= 1 (got {tuple(local.shape)} and {tuple(global_.shape)})")
+    if global_.shape[0] < 2:
+        raise UsageError(f"a batch needs at least 2 graphs, each node's negatives being the other graphs (got {global_.shape[0]})")
+    if node_graph.shape != (local.shape[0],) or node_graph.dtype != torch.int64:
+        raise UsageError(
+            f"node_graph must be int64 of shape ({local.shape[0]},), one graph index per node (got {node_graph.dtype} {tuple(node_graph.shape)})"
+        )
+    if int(node_graph.min()) < 0 or int(node_graph.max()) >= global_.shape[0]:
+        raise UsageError(
+            f"node_graph must index the {global_.shape[0]} graphs (got values in [{int(node_graph.min())}, {int(node_graph.max())}])"
+        )
