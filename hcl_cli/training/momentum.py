@@ -4,20 +4,32 @@ which HCL App. C.1 runs with hard negatives and a queue of 65,536).
 With ``--queue-size K`` > 0 the number of negatives is no longer tied to the batch size. A *key
 encoder*, a copy of the model that takes no gradient, follows the trained (query) encoder as an
 exponential moving average, ``theta_k <- m theta_k + (1 - m) theta_q`` before every step
-(``--momentum m``; MoCo-v2 uses 0.99 for CIFAR-sized runs), and encodes both views of the batch.
-Each anchor's candidates are then the batch's 2B keys and the queue's K keys of earlier batches
-(:class:`~hcl_cli.objectives.core.MomentumKeys`), under every sampler. After the step the batch's
-keys enter the queue and the oldest leave it; the queue starts empty and is full after K / 2B
-steps. Under torchrun the keys of every rank enter it, in rank order, so the queues of all ranks
-are the same and equal one process's with the global batch.
+(``--momentum m``; MoCo-v2's code uses 0.999, its CIFAR demo 0.99). ``--queue-mode`` says how
+the keys are used:
 
-The queue lives on the training device in the training precision (bfloat16 on CUDA, float32 on
-the CPU): the unit keys, both views of an image side by side (rows ``2p`` and ``2p + 1``), their
-labels, and for a sampler with ``key_features`` (UnDiMix) what it keeps of each key. The key
-encoder runs in training mode (BatchNorm on the batch, as MoCo's, without its shuffle), and its
-BatchNorm statistics are its own. The module is saved in every checkpoint with the model, so
-``--resume`` restores the key encoder and the queue; the encoder artifact holds the query encoder
-only.
+- ``moco``, MoCo-v2 as facebookresearch/moco's ``moco/builder.py`` runs it: the queries are the
+  first views through the model, the key encoder encodes the second views, each query's positive
+  is its own key and its negatives are exactly the K queued keys
+  (:mod:`hcl_cli.objectives.moco`). The queue starts as K random unit vectors (builder.py's
+  ``normalize(randn(dim, K))``), and after the step the batch's B keys replace the oldest at the
+  pointer. The key encoder's BatchNorm is shuffled (builder.py's ``_batch_shuffle_ddp``): on one
+  device the second views are permuted and encoded in :data:`KEY_BN_SPLITS` groups, each with its
+  own batch statistics (the CIFAR demo's SplitBatchNorm, ``--bn-splits 8``), then unpermuted, so a
+  query and its key never share BatchNorm statistics; under torchrun each rank does so with its
+  own views (the ranks' keys are not exchanged before encoding).
+- ``batch``: both views are anchors, each anchor's candidates are the batch's 2B keys and the
+  queue's K keys of earlier batches (:class:`~hcl_cli.objectives.core.MomentumKeys`), under every
+  sampler. After the step both views' keys enter the queue, which starts empty and is full after
+  K / 2B steps. The key encoder runs on the whole batch (no shuffle).
+
+Under torchrun the keys of every rank enter the queue, in rank order, so the queues of all ranks
+are the same and equal one process's with the global batch. The queue lives on the training
+device in the training precision (bfloat16 on CUDA, float32 on the CPU): the unit keys (with
+``batch``, both views of an image side by side, rows ``2p`` and ``2p + 1``), their labels, and for
+a sampler with ``key_features`` (UnDiMix) what it keeps of each key. The key encoder runs in
+training mode, and its BatchNorm statistics are its own. The module is saved in every checkpoint
+with the model, so ``--resume`` restores the key encoder and the queue; the encoder artifact
+holds the query encoder only.
 """
 
 from __future__ import annotations
@@ -29,21 +41,30 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hcl_cli.models import ContrastiveModel
+from hcl_cli.objectives.moco import random_queue
+
+KEY_BN_SPLITS = 8
+"""BatchNorm groups of the key encoder with ``queue_mode: moco`` (the MoCo CIFAR demo's ``--bn-splits 8``),
+at most half the batch so that each group has two images."""
 
 
 class MomentumQueue(nn.Module):
     """The key encoder ``key_model`` and the queue of ``size`` keys, as buffers: ``keys`` (K, d) and
     ``features`` (K, e) in ``dtype``, ``labels`` (K,), on the model's device, and ``count``, the keys
-    let in so far, on the CPU (read every step without a device sync)."""
+    let in so far, on the CPU (read every step without a device sync). ``mode`` is ``"moco"`` or ``"batch"``."""
 
-    def __init__(self, model: ContrastiveModel, size: int, momentum: float, dtype: torch.dtype, feature_dim: int = 0) -> None:
+    def __init__(
+        self, model: ContrastiveModel, size: int, momentum: float, dtype: torch.dtype, feature_dim: int = 0, mode: str = "batch"
+    ) -> None:
         super().__init__()
-        if size <= 0 or size % 2:
+        if size <= 0 or (mode == "batch" and size % 2):
             raise ValueError(f"the queue size must be a positive even number (got {size})")
         self.momentum = momentum
+        self.moco = mode == "moco"
         self.key_model = copy.deepcopy(model).requires_grad_(False)
         device = next(model.parameters()).device
-        self.register_buffer("keys", torch.zeros(size, model.projection_dim, dtype=dtype, device=device))
+        keys = random_queue(size, model.projection_dim, device) if self.moco else torch.zeros(size, model.projection_dim, device=device)
+        self.register_buffer("keys", keys.to(dtype))
         self.register_buffer("labels", torch.zeros(size, dtype=torch.int64, device=device))
         self.register_buffer("features", torch.zeros(size, feature_dim, dtype=dtype, device=device))
         self.register_buffer("count", torch.zeros((), dtype=torch.int64))
@@ -53,8 +74,8 @@ class MomentumQueue(nn.Module):
         return self.keys.shape[0]
 
     def filled(self) -> int:
-        """The number of keys in the queue: ``min(count, K)``."""
-        return min(int(self.count), self.size)
+        """The number of keys in the queue: ``min(count, K)``; K from the start with ``moco`` (its random keys)."""
+        return self.size if self.moco else min(int(self.count), self.size)
 
     @torch.no_grad()
     def follow(self, model: nn.Module) -> None:
@@ -68,6 +89,25 @@ class MomentumQueue(nn.Module):
         """The key encoder's head inputs and projections of ``views``, without gradient."""
         _, hidden, keys = self.key_model(views)
         return hidden, keys
+
+    @torch.no_grad()
+    def encode_shuffled(self, views: Tensor) -> Tensor:
+        """The key encoder's projections of ``views`` with shuffled BatchNorm: permuted, encoded in
+        ``min(KEY_BN_SPLITS, N // 2)`` groups (each with its own batch statistics), unpermuted."""
+        order = torch.randperm(len(views), device=views.device)
+        splits = max(1, min(KEY_BN_SPLITS, len(views) // 2))
+        keys = torch.cat([self.key_model(chunk)[2] for chunk in views[order].tensor_split(splits)])
+        return keys[torch.argsort(order)]
+
+    @torch.no_grad()
+    def push_keys(self, keys: Tensor) -> None:
+        """builder.py's ``_dequeue_and_enqueue``: the keys (N, d), normalised, replace the rows at the pointer
+        ``count mod K`` onwards (wrapping; of more than K keys only the last K stay)."""
+        rows = len(keys)
+        slots = (int(self.count) + torch.arange(rows, device=self.keys.device)) % self.size
+        keep = slice(max(rows - self.size, 0), rows)
+        self.keys.index_copy_(0, slots[keep], F.normalize(keys, dim=1)[keep].to(self.keys.dtype))
+        self.count += rows
 
     @torch.no_grad()
     def push(self, keys: Tensor, labels: Tensor | None = None, features: Tensor | None = None) -> None:

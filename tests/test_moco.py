@@ -1,0 +1,163 @@
+"""``queue_mode: moco``, MoCo-v2 as facebookresearch/moco's ``moco/builder.py`` runs it, against a transcription
+of that file: the logits and labels of ``forward`` (to float64 rounding), the momentum update, the shuffled
+key batch, ``_dequeue_and_enqueue``, the random initial queue; HCL App. C.1's hard negatives over the queue;
+and a run killed mid-epoch and resumed, bitwise."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_resume import assert_bitwise_equal, config_for, encoder_tensors, final_checkpoint, start_pretrain, wait_for_checkpoint
+from torch import Tensor
+
+import hcl_cli.stages.pretrain as pretrain
+from hcl_cli.augment import build_eval_transform
+from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
+from hcl_cli.config import PretrainConfig
+from hcl_cli.datasets import load_card, load_split
+from hcl_cli.distributed import DistributedContext
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives import negative_weights
+from hcl_cli.objectives.moco import MocoBatch, moco_loss
+from hcl_cli.training.step import build_training
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def builder_logits(q: Tensor, k: Tensor, queue: Tensor, t: float) -> tuple[Tensor, Tensor]:
+    """moco/builder.py ``forward`` after the encoders: ``l_pos = einsum('nc,nc->n', q, k)``, ``l_neg =
+    einsum('nc,ck->nk', q, queue)`` with the queue stored (C, K), ``logits = cat([l_pos, l_neg]) / T``, labels 0."""
+    q, k = F.normalize(q, dim=1), F.normalize(k, dim=1)
+    l_pos = torch.einsum("nc,nc->n", q, k).unsqueeze(-1)
+    l_neg = torch.einsum("nc,ck->nk", q, queue)
+    return torch.cat([l_pos, l_neg], dim=1) / t, torch.zeros(len(q), dtype=torch.long)
+
+
+def hcl_moco_hard(logits: Tensor, t: float, beta: float, tau_plus: float) -> Tensor:
+    """HCL's image/main.py ``criterion(estimator='hard')`` on MoCo's logits (App. C.1): pos = exp(l_pos / T),
+    neg = exp(l_neg / T), N = K, imp = exp(beta log neg), Ng = (-tau+ N pos + sum(imp neg) / mean(imp)) / (1 - tau+),
+    clamped at N e^{-1/T}; loss = mean -log(pos / (pos + Ng))."""
+    pos, neg = logits[:, 0].exp(), logits[:, 1:].exp()
+    n = neg.shape[1]
+    imp = (beta * neg.log()).exp()
+    reweight_neg = (imp * neg).sum(dim=-1) / imp.mean(dim=-1)
+    ng = torch.clamp((-tau_plus * n * pos + reweight_neg) / (1 - tau_plus), min=n * math.e ** (-1 / t))
+    return (-torch.log(pos / (pos + ng))).mean()
+
+
+def float64_batch(seed: int, batch: int = 6, dim: int = 5, size: int = 24) -> tuple[Tensor, Tensor, Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(batch, dim, generator=generator, dtype=torch.float64) for _ in range(2))
+    queue = F.normalize(torch.randn(dim, size, generator=generator, dtype=torch.float64), dim=0)
+    return q.requires_grad_(), k, queue
+
+
+@pytest.mark.parametrize("t", [0.2, 0.07])
+def test_the_loss_is_builder_forward_s_cross_entropy_to_float64_rounding(t: float) -> None:
+    q, k, queue = float64_batch(0)
+    logits, labels = builder_logits(q, k, queue, t)
+    batch = MocoBatch(q, k, queue.T, t)
+    torch.testing.assert_close(batch.logits, logits, rtol=0, atol=1e-12)
+    assert torch.equal(batch.masks.partner, labels), "column 0 is each query's positive"
+    loss = moco_loss(q, k, queue.T, temperature=t)
+    expected = F.cross_entropy(logits, labels)
+    torch.testing.assert_close(loss, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(torch.autograd.grad(loss, q)[0], torch.autograd.grad(expected, q)[0], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("beta", "tau_plus"), [(0.2, 0.0), (1.0, 0.1)])
+def test_hard_negatives_reweight_exactly_the_queued_keys_as_hcl_c1(beta: float, tau_plus: float) -> None:
+    q, k, queue = float64_batch(1)
+    loss = moco_loss(q, k, queue.T, sampler="hucl", temperature=0.2, beta=beta, tau_plus=tau_plus)
+    expected = hcl_moco_hard(builder_logits(q, k, queue, 0.2)[0], 0.2, beta, tau_plus)
+    torch.testing.assert_close(loss, expected, rtol=0, atol=1e-12)
+    debiased = moco_loss(q, k, queue.T, sampler="debiased", temperature=0.2, tau_plus=tau_plus)
+    torch.testing.assert_close(debiased, hcl_moco_hard(builder_logits(q, k, queue, 0.2)[0], 0.2, 0.0, tau_plus), rtol=0, atol=1e-12)
+    batch = MocoBatch(q, k, queue.T, 0.2)
+    assert batch.num_negatives == queue.shape[1] and not batch.masks.negatives[:, 0].any() and batch.masks.negatives[:, 1:].all()
+    assert negative_weights(q, k, sampler="ucl").shape == (12, 12), "in-batch weights are unchanged"
+
+
+def test_samplers_moco_v2_does_not_define_are_usage_errors() -> None:
+    for sampler in ("scl", "hscl", "hscl-threshold", "ot", "undimix"):
+        with pytest.raises(UsageError, match=f"{sampler} needs --queue-mode batch"):
+            PretrainConfig(sampler=sampler, queue_size=64, queue_mode="moco")
+    with pytest.raises(UsageError, match="--positives labels needs --queue-mode batch"):
+        PretrainConfig(sampler="hucl", positives="labels", queue_size=64, queue_mode="moco")
+    q, k, queue = float64_batch(2)
+    with pytest.raises(UsageError, match="ot needs --queue-mode batch"):
+        moco_loss(q, k, queue.T, sampler="ot")
+
+
+def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+    data = prepared_digits(0.9)
+    values = {"queue_size": 64, "queue_mode": "moco", "momentum": 0.9, "temperature": 0.2, "sampler": "ucl", "batch_size": 16}
+    config = PretrainConfig(**values, epochs=1, device="cpu", data=str(data), out=str(tmp_path / "m"), live_dir=str(tmp_path / "l"))
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    context.seed_everything(0)
+    card = load_card(data)
+    model, training_step = build_training(config, card, context)
+    training_step.augment = build_eval_transform(card.mean, card.std)  # no random draws: the views are the images
+    queue = training_step.queue
+    assert queue is not None and queue.filled() == 64 and int(queue.count) == 0
+    torch.testing.assert_close(queue.keys.norm(dim=1), torch.ones(64), rtol=0, atol=1e-6)
+    assert queue.keys.std(dim=0).min() > 0.01, "the initial queue is random unit vectors, not one repeated vector"
+
+    images = load_split(data, "train")[0][:16]
+    encoder_q, encoder_k = copy.deepcopy(model), copy.deepcopy(queue.key_model)
+    queue_before = queue.keys.T.clone()  # builder.py stores the queue as (C, K)
+    torch.manual_seed(7)
+    result = training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0))
+
+    # The transcription: q from encoder_q, the momentum update, then k from the shuffled batch.
+    im_q = im_k = training_step.augment(images)
+    q = encoder_q(im_q)[2]
+    with torch.no_grad():
+        for param_q, param_k in zip(encoder_q.parameters(), encoder_k.parameters()):
+            param_k.mul_(0.9).add_(param_q.mul(1.0 - 0.9))
+        torch.manual_seed(7)
+        idx_shuffle = torch.randperm(16)
+        shuffled = im_k[idx_shuffle]
+        k = torch.cat([encoder_k(chunk)[2] for chunk in shuffled.tensor_split(8)])  # SplitBatchNorm, --bn-splits 8
+        k = F.normalize(k, dim=1)[torch.argsort(idx_shuffle)]
+    logits, labels = builder_logits(q, k, queue_before, 0.2)
+    assert result.loss == pytest.approx(F.cross_entropy(logits, labels).item(), abs=1e-5)
+    for key, expected in zip(queue.key_model.parameters(), encoder_k.parameters()):
+        torch.testing.assert_close(key, expected, rtol=0, atol=1e-7)
+    expected_queue = queue_before.clone()
+    expected_queue[:, 0:16] = k.T  # ptr 0: the 16 keys of the batch, and only they
+    torch.testing.assert_close(queue.keys.T, expected_queue, rtol=0, atol=1e-4)  # float32 through BatchNorm of two images
+    assert int(queue.count) == 16 and result.same_label_pairs == 16
+    training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0))
+    assert torch.equal(queue.keys[32:], queue_before.T[32:]) and int(queue.count) == 32, "the pointer moves by B"
+
+
+def test_a_moco_run_killed_mid_epoch_then_resumed_is_bitwise_equal(
+    prepared_digits: Callable[[float], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    digits = prepared_digits(0.9)
+    queue = {"queue_size": 64, "queue_mode": "moco", "momentum": 0.9, "temperature": 0.2}
+    reference = tmp_path / "reference"
+    pretrain.run(config_for(digits, reference, **queue))
+    killed = tmp_path / "killed"
+    process = start_pretrain(config_for(digits, killed, **queue), tmp_path)
+    wait_for_checkpoint(CheckpointStore(killed / "models" / "checkpoints"), process, TrainingPosition(1, 3))
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+
+    pretrain.run(config_for(digits, killed, resume=True, **queue))
+
+    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
+    assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
+    checkpoint = final_checkpoint(reference)
+    assert checkpoint["model.queue.count"].item() == 3 * 11 * 16, "one view's keys per image enter the queue"
+    assert_bitwise_equal(final_checkpoint(killed), checkpoint)
