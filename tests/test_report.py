@@ -7,10 +7,15 @@ optional inputs only drop their section, and a missing metrics folder is one lin
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import matplotlib.figure
 import matplotlib.image
 import pytest
 import torch
@@ -24,6 +29,10 @@ from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, loss_key
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.metrics import EvaluationMetrics, save_metrics
 from hcl_cli.models import build_model, save_encoder
+from hcl_cli.report.figures import FIGURE_FILES
+from hcl_cli.report.inputs import TrainedEncoder
+from hcl_cli.report.markdown import code, inline, labels_note, linear_protocol
+from hcl_cli.report.writer import publish
 from hcl_cli.stages import embed, knn_eval, prepare, report
 from hcl_cli.stats import wilson_interval
 from hcl_cli.training.log import TrainingLog
@@ -207,8 +216,8 @@ def test_a_supervised_run_is_marked_as_using_labels(full_report: Path) -> None:
     ],
 )
 def test_labels_note_follows_the_sampler_and_its_positives(trained: PretrainConfig, uses_labels: str) -> None:
-    encoder = report.TrainedEncoder(Path("encoder.safetensors"), build_model("small_cnn", 1, 8, 16), {}, trained)
-    assert report.labels_note(encoder).startswith(uses_labels)
+    encoder = TrainedEncoder(Path("encoder.safetensors"), build_model("small_cnn", 1, 8, 16), {}, trained)
+    assert labels_note(encoder).startswith(uses_labels)
 
 
 def test_every_linked_figure_is_a_non_empty_png(full_report: Path) -> None:
@@ -386,7 +395,138 @@ def test_the_imagefolder_baselines_are_accuracies_with_intervals(imagefolder_rep
 
 def test_the_papers_linear_protocol_is_described_as_it_ran() -> None:
     params = LinearConfig(protocol="paper", optimizer="adam", epochs=7, batch_size=64, lr=0.001, weight_decay=1e-6).params()
-    text = report.linear_protocol(EvaluationMetrics(0.5, 0.9, 10, params, {"augmentation": {"recipe": "simclr", "blur": True}}))
+    text = linear_protocol(EvaluationMetrics(0.5, 0.9, 10, params, {"augmentation": {"recipe": "simclr", "blur": True}}))
     assert "augmented afresh every epoch as in pretraining (the simclr recipe with blur, seed 0)" in text
     assert "minibatch Adam (batches of 64, learning rate 0.001, weight decay 1e-06 on W and b)" in text and "for 7 epochs" in text
     assert "standardised" not in text and "L-BFGS" not in text
+
+
+def curves_only_args(root: Path, out: Path, *extra: str) -> list[str]:
+    """``hcl report`` arguments for a quick report of ``root``'s run: the metrics and the three training curves."""
+    absent = str(out.parent / "absent")
+    paths = ["--metrics", str(root / "metrics"), "--plots", str(root / "dvclive"), "--embeddings", absent, "--data", absent]
+    return ["report", *paths, "--model", absent, "--out", str(out), *extra]
+
+
+def hcl(args: list[str]) -> int | str | None:
+    """``hcl ARGS`` in this process; its exit code."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    return exit_info.value.code
+
+
+def folder_contents(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden ones included), by relative path, with its bytes."""
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_second_report_into_the_same_folder_fails_naming_it_and_the_first_ones_pid(
+    run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """While one report writes, another `hcl report` process into the same folder exits 1 in one line; the first's set stands."""
+    out = tmp_path / "reports" / "report.md"
+    second: list[subprocess.CompletedProcess[str]] = []
+
+    def publish_after_a_second_report(*args: object) -> None:
+        command = [sys.executable, "-m", "hcl_cli", *curves_only_args(run_folder, out, "--title", "second")]
+        second.append(subprocess.run(command, capture_output=True, text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"}))
+        publish(*args)
+
+    monkeypatch.setattr("hcl_cli.stages.report.publish", publish_after_a_second_report)
+    assert hcl(curves_only_args(run_folder, out, "--title", "first")) == 0
+    (result,) = second
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"hcl report: error: {out.parent} is in use by another run (hcl report, pid {os.getpid()}); "
+        "wait for it to end or choose another output folder"
+    ]
+    assert out.read_text().startswith("# first\n")
+    assert sorted(folder_contents(out.parent)) == ["figures/hscl_diagnostics.png", "figures/knn_top1.png", "figures/loss.png", "report.md"]
+
+
+def test_a_full_disk_mid_write_leaves_the_old_set_and_names_the_file(
+    run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "reports" / "report.md"
+    assert hcl(curves_only_args(run_folder, out, "--title", "old")) == 0
+    before = folder_contents(out.parent)
+    saved: list[str] = []
+
+    def savefig_on_a_full_disk(figure: matplotlib.figure.Figure, path: str, **options: object) -> None:
+        if saved:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        saved.append(path)
+        original_savefig(figure, path, **options)
+
+    original_savefig = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig_on_a_full_disk)
+    capsys.readouterr()
+    assert hcl(curves_only_args(run_folder, out, "--title", "new")) == 1
+    assert (
+        capsys.readouterr().err.strip()
+        == f"hcl report: error: cannot write {out.parent / 'figures' / 'knn_top1.png'}: No space left on device"
+    )
+    assert folder_contents(out.parent) == before, "the old markdown and figures, and no staging folder or lock file left"
+    assert sorted(path.name for path in out.parent.iterdir()) == ["figures", "report.md"]
+
+
+def test_a_new_report_replaces_the_whole_set(run_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "reports" / "report.md"
+    assert hcl(curves_only_args(run_folder, out)) == 0
+    report.run(report_config(run_folder, plots=str(tmp_path / "absent"), embeddings=str(tmp_path / "absent"), out=str(out)))
+    assert sorted(path.name for path in (out.parent / "figures").iterdir()) == ["hard_negatives.png"], "no curve of the old run is left"
+    assert {Path(link).name for link in re.findall(r"!\[[^\]]+\]\(([^)]+)\)", out.read_text())} == {"hard_negatives.png"}
+
+
+def test_a_figures_folder_holding_a_users_file_is_refused_before_any_work(
+    run_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "reports" / "report.md"
+    assert hcl(curves_only_args(run_folder, out, "--title", "old")) == 0
+    (out.parent / "figures" / "notes.txt").write_text("mine\n")
+    before = folder_contents(out.parent)
+    capsys.readouterr()
+    assert hcl(curves_only_args(run_folder, out, "--title", "new")) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("hcl report: error: ") and "figures holds files hcl report does not write (notes.txt)" in error
+    assert folder_contents(out.parent) == before
+    assert set(FIGURE_FILES) == EXPECTED_FIGURES, "the writer keeps exactly the files a report may draw"
+
+
+HOSTILE_TITLE = "Run\n## Injected heading\r\n[a link](https://example.com) ![an image](x.png) <script>alert(1)</script> | cell # \\[x]"
+
+
+def test_a_title_with_markdown_does_not_change_the_reports_structure(run_folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "reports" / "report.md"
+    assert hcl(curves_only_args(run_folder, out, "--title", HOSTILE_TITLE)) == 0
+    text = out.read_text()
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert headings[0] == (
+        r"# Run \#\# Injected heading \[a link\](https://example.com) !\[an image\](x.png) \<script\>alert(1)\</script\> \| cell \# \\\[x\]"
+    )
+    assert [line.split(" ", 1)[0] for line in headings[1:]] == ["##"] * 5 + ["###"] * 3, (
+        "Run, Metrics, Evaluation protocol, Parameters, Figures"
+    )
+    assert not re.search(r"(?<!\\)<[A-Za-z/!?]", text), "no HTML tag: every < of the title is escaped"
+    assert not re.search(r"(?<!\\)\]\(", text.split("## Figures")[0]), "no link or image but the figures'"
+    (title_row,) = [line for line in text.splitlines() if line.startswith("| report | title |")]
+    assert title_row.endswith("| `hcl report` options |") and title_row.count(" | ") == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "span"),
+    [
+        ("data/prepared", "`data/prepared`"),
+        ("a`b", "``a`b``"),
+        ("`edge`", "`` `edge` ``"),
+        ("two\nlines", "`two lines`"),
+    ],
+)
+def test_code_spans_hold_any_value_on_one_line(value: str, span: str) -> None:
+    assert code(value) == span
+
+
+def test_inline_text_escapes_only_what_could_change_the_structure() -> None:
+    assert inline('x $(touch PWNED) "quoted" `y` ; z_1 *b*') == 'x $(touch PWNED) "quoted" `y` ; z_1 *b*'
+    assert inline("<b>&amp;</b>\n# [x](y)|") == r"\<b\>\&amp;\</b\> \# \[x\](y)\|"
+    assert code("a|b", cell=True) == r"`a\|b`"

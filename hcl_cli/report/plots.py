@@ -1,4 +1,7 @@
-"""The report's figures, drawn with matplotlib (Agg backend) and written as PNG atomically.
+"""The report's figures drawn with matplotlib (Agg backend) as PNG files; no markdown here.
+
+Each ``plot_*`` writes one PNG at the path it is given (the report's writer gives a path in its
+staging folder and makes the set appear at once):
 
 - training curves from dvclive's per-epoch logs: the loss, kNN top-1 (HCL Fig. 11), and for
   ``scl``/``hscl`` the share of anchors meeting H-SCL Assumption 1 beside the four losses UCL, SCL,
@@ -10,10 +13,8 @@
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import matplotlib
 
@@ -24,9 +25,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from hcl_cli.artifacts import atomic_path  # noqa: E402
 from hcl_cli.diagnostics import HardNegatives  # noqa: E402
-from hcl_cli.errors import HclError  # noqa: E402
 
 DPI = 150
 CURVE_SIZE = (6.4, 4.0)
@@ -40,29 +39,10 @@ LOSS_COLOURS = ("tab:green", "tab:purple", "tab:blue", "tab:orange")
 Series = tuple[list[float], list[float]]
 
 
-def read_dvclive_series(path: str | os.PathLike[str]) -> Series:
-    """``(steps, values)`` of one dvclive metric file (``plots/metrics/NAME.tsv``: ``step<TAB>NAME``)."""
-    source = Path(path)
-    try:
-        with open(source, encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle, delimiter="\t"))
-    except OSError as exc:
-        raise HclError(f"cannot read dvclive log {source}: {exc.strerror or exc}") from exc
-    name = source.stem
-    try:
-        series = [float(row["step"]) for row in rows], [float(row[name]) for row in rows]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise HclError(f"dvclive log {source} is not a 'step<TAB>{name}' table: {exc}") from exc
-    if not rows:
-        raise HclError(f"dvclive log {source} holds no values")
-    return series
-
-
 def save_png(figure: Figure, path: str | os.PathLike[str]) -> None:
-    """Write ``figure`` as a PNG atomically and close it."""
+    """Write ``figure`` as a PNG at ``path`` and close it."""
     try:
-        with atomic_path(path) as tmp:
-            figure.savefig(tmp, format="png", dpi=DPI)
+        figure.savefig(path, format="png", dpi=DPI)
     finally:
         plt.close(figure)
 

@@ -1,0 +1,306 @@
+"""The report's markdown: its sections, assembled from inputs already read; no drawing and no writing here.
+
+Every string that comes from outside hcl (the title, paths, names and values read from params.yaml,
+the dataset card, the encoder's sidecar, the metrics files) enters the markdown through
+:func:`inline` or :func:`code`, so that no value can add a heading, a link, an image, HTML or a
+table cell: the report's structure is hcl's alone.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hcl_cli.artifacts import sidecar_path
+from hcl_cli.config.base import load_params
+from hcl_cli.config.pretrain import PretrainConfig
+from hcl_cli.datasets import CARD_FILE
+from hcl_cli.errors import UsageError
+from hcl_cli.metrics import EvaluationMetrics
+from hcl_cli.report.inputs import Prepared, Recorded, TrainedEncoder
+from hcl_cli.report.writer import FIGURES_FOLDER
+from hcl_cli.stats import wilson_interval
+
+if TYPE_CHECKING:
+    from hcl_cli.report.figures import Figure
+
+LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
+"""What ``str.splitlines`` breaks lines at: in a value, each run of them becomes one space."""
+MARKUP = re.compile(r"([\\\[\]<>|#&])")
+"""Characters that could start a link or image (``[``), HTML (``<``, ``&``), a heading's closing ``#``,
+a table cell (``|``), or escape hcl's own escapes (``\\``); each is backslash-escaped (CommonMark 2.4)."""
+
+
+def inline(value: object) -> str:
+    """``value`` as literal text on one markdown line: line breaks become spaces, markup characters are escaped.
+
+    Emphasis and code characters (``*``, ``_``, backticks) are kept: they style text within the line but
+    cannot change the report's structure, and a title with shell syntax reads as written.
+    """
+    return MARKUP.sub(r"\\\1", LINE_BREAKS.sub(" ", str(value)))
+
+
+def code(value: object, *, cell: bool = False) -> str:
+    """``value`` as a code span (a path, a name): on one line, fenced by more backticks than it holds.
+
+    In a table ``cell``, ``|`` is escaped too (GitHub's tables split cells before code spans).
+    """
+    text = LINE_BREAKS.sub(" ", str(value))
+    if cell:
+        text = text.replace("|", "\\|")
+    fence = "`" * (1 + max(map(len, re.findall("`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def title_line(title: str) -> str:
+    """The report's level-1 heading."""
+    return f"# {inline(title)}"
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One row of the metric table: an evaluation of an encoder (or of none), and where its numbers come from (markdown)."""
+
+    evaluation: str
+    encoder: str
+    metrics: EvaluationMetrics
+    source: str
+
+    def cells(self) -> list[str]:
+        accuracies = [cell for key in ("top1", "top5") for cell in accuracy_cells(getattr(self.metrics, key), self.metrics.test_size)]
+        return [self.evaluation, inline(self.encoder), self.metrics.feature, f"{self.metrics.test_size:,}", *accuracies, self.source]
+
+
+def accuracy_cells(accuracy: float, test_size: int) -> list[str]:
+    """An accuracy (4 decimals) and its 95% Wilson interval on ``test_size`` test images."""
+    low, high = wilson_interval(accuracy, test_size)
+    return [f"{accuracy:.4f}", f"[{low:.4f}, {high:.4f}]"]
+
+
+def labels_note(encoder: TrainedEncoder) -> str:
+    """Whether pretraining read the labels, and why."""
+    config = encoder.config
+    if config.spec.supervised:
+        return (
+            f"**yes**: `{config.sampler}` is a supervised sampler (its negatives are chosen by label and every same-label "
+            "image is a positive), so the encoder has seen the train labels: this is not a self-supervised result"
+        )
+    if config.needs_labels:
+        return (
+            f"**yes**: `{config.sampler}` ran with positives = labels (every same-label image is a positive), so the encoder "
+            "has seen the train labels: this is not a self-supervised result"
+        )
+    return f"no: `{config.sampler}` is self-supervised (the labels are read only by the evaluations)"
+
+
+def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data: Path, model: Path) -> str:
+    """The dataset (from its card), whether pretraining used labels, and when, where and with what the encoder was trained."""
+    lines = ["## Run", ""]
+    if prepared is None:
+        lines.append(f"- **Dataset**: not known: no prepared dataset folder at {code(data)}.")
+    else:
+        card = prepared.card
+        counts = ", ".join(f"{count:,} {split}" for split, count in card.counts.items())
+        shape = " x ".join(map(str, card.image_shape))
+        skipped = f"; {card.skipped:,} unreadable files were skipped" if card.skipped else ""
+        lines.append(
+            f"- **Dataset**: {code(card.name)} ({inline(card.source or 'source not recorded')}): {counts} images, "
+            f"{card.num_classes} classes, images of {shape} (channels x height x width){skipped}; from {code(prepared.folder / CARD_FILE)}."
+        )
+        if encoder is not None and encoder.sidecar.dataset not in (None, card.name):
+            lines.append(
+                f"- **Warning**: the encoder's sidecar says it was trained on {code(encoder.sidecar.dataset)}, not {code(card.name)}."
+            )
+    if encoder is None:
+        lines.append(f"- **Encoder**: none at {code(model)}: the pretraining, its provenance and the untrained baseline are not reported.")
+        return "\n".join(lines)
+    sidecar, source = encoder.sidecar, code(sidecar_path(encoder.path))
+    lines.append(
+        f"- **Pretraining**: `{encoder.config.sampler}`, {encoder.model.arch}, {inline(sidecar.epoch if sidecar.epoch is not None else '?')} epochs; labels used: {labels_note(encoder)}."
+    )
+    record = sidecar.run
+    if record is not None:
+        device = record.get("device") or {}
+        processes = sidecar.world_size
+        lines.append(
+            f"- **Trained**: {inline(record.get('started', '?'))} to {inline(record.get('finished', '?'))}{duration(record)} on "
+            f"{inline(device.get('type', '?'))} ({inline(device.get('name') or 'unnamed')}){f' x {processes} processes' if processes != 1 else ''}, "
+            f"host {code(record.get('host', '?'))}, git commit {code(record.get('git_commit') or 'none (not in a git repository)')}."
+        )
+    else:
+        lines.append(
+            f"- **Trained**: when, where and at which commit is not recorded in {source} (an encoder from before hcl recorded its runs)."
+        )
+    versions = sidecar.versions
+    software = ", ".join(f"{name} {inline(versions[name])}" for name in ("torch", "torchvision", "hcl", "python") if name in versions)
+    lines.append(f"- **Software**: {software or 'not recorded'} (from {source}).")
+    return "\n".join(lines)
+
+
+def duration(record: dict[str, Any]) -> str:
+    """`` (1 h 02 min)`` between the record's start and finish, or nothing when either is unreadable."""
+    try:
+        seconds = int(
+            (datetime.datetime.fromisoformat(record["finished"]) - datetime.datetime.fromisoformat(record["started"])).total_seconds()
+        )
+    except (KeyError, TypeError, ValueError):
+        return ""
+    hours, minutes = divmod(seconds // 60, 60)
+    return f" ({hours} h {minutes:02d} min)" if hours else f" ({minutes} min {seconds % 60:02d} s)"
+
+
+def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepared: Prepared | None) -> str:
+    """The metric table: top-1 and top-5 of each evaluation and baseline on the test split, with 95% intervals."""
+    labelled = (
+        f" **Pretraining used the labels** (`{encoder.config.sampler}`; see Run)."
+        if encoder is not None and encoder.config.needs_labels
+        else ""
+    )
+    classes = prepared.card.num_classes if prepared is not None else None
+    trivial = f" With {classes} classes, top-5 is 1 by construction." if classes is not None and classes <= 5 else ""
+    return "\n".join(
+        [
+            "## Metrics",
+            "",
+            "Accuracy on the test split: the share of its test images whose label is the top class (top-1) or among the five "
+            "top classes (top-5), rounded to 4 decimals, with its 95% Wilson interval from the number of test images; "
+            "differences within the intervals are test-split noise. The kNN baselines beside the result use the same kNN "
+            "settings; the numbers come from one pretraining seed (the spread over seeds is not measured here: "
+            f"`dvc exp run -S pretrain.seed=...` and `hcl compare` give it).{trivial}{labelled}",
+            "",
+            "| Evaluation | Encoder | Feature | Test images | Top-1 | 95% interval | Top-5 | 95% interval | Source |",
+            "|:--|:--|:--|--:|--:|:--|--:|:--|:--|",
+            *(f"| {' | '.join(row.cells())} |" for row in rows),
+        ]
+    )
+
+
+def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEncoder | None, *, baselines: bool) -> str:
+    """How each number was obtained, with the settings recorded in its metrics file."""
+    lines = ["## Evaluation protocol", "", "The encoder is frozen and in eval mode (BatchNorm uses its running statistics).", ""]
+    if "knn" in metrics:
+        knn = metrics["knn"].params
+        lines.append(
+            f"- **kNN** (Wu et al. 2018, as in HCL Sec. 6.3), on the embeddings of the un-augmented train and test images: the "
+            f"{knn['feature']} features are L2-normalised; each test embedding's k = {knn['k']} most cosine-similar train "
+            f"embeddings vote for their label with weight exp(cos / T), T = {knn['temperature']}; top-1 and top-5 rank the summed "
+            "votes per class. Nothing is trained."
+        )
+    if "linear" in metrics:
+        lines.append(linear_protocol(metrics["linear"]))
+    if baselines:
+        untrained = (
+            f"the same architecture ({encoder.model.arch}) untrained: initialised with the run's seed {encoder.config.seed}, "
+            "in eval mode (BatchNorm at its initial statistics), its features of the prepared images under the run's eval "
+            "transform (per-channel normalisation, no augmentation); and "
+            if encoder is not None
+            else ""
+        )
+        lines.append(
+            f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}the raw pixels, each image "
+            "flattened, scaled to [0, 1] and L2-normalised. Pretraining is worth its cost where the trained encoder beats both "
+            "beyond the intervals."
+        )
+    lines.append(
+        "- **Intervals**: the 95% Wilson score interval of a binomial proportion (Wilson 1927) on the number of test images; "
+        "it counts the test-split noise only, not the variation over pretraining seeds."
+    )
+    return "\n".join(lines)
+
+
+def linear_protocol(linear: EvaluationMetrics) -> str:
+    """The linear readout's protocol bullet: on the fixed embeddings, or the papers' on augmented views."""
+    params = linear.params
+    if params.get("protocol") == "paper":
+        augmentation = linear.details.get("augmentation") if isinstance(linear.details.get("augmentation"), dict) else {}
+        recipe = (
+            f"the {inline(augmentation['recipe'])} recipe{' with blur' if augmentation.get('blur') else ''}, "
+            if "recipe" in augmentation
+            else ""
+        )
+        return (
+            f"- **Linear readout** (the papers' protocol, as HCL's code): a linear classifier W x + b on the raw {params['feature']} "
+            f"features of train images augmented afresh every epoch as in pretraining ({recipe}seed {params['seed']}), trained by "
+            f"minibatch Adam (batches of {params['batch_size']}, learning rate {params['lr']}, weight decay {params['weight_decay']} "
+            f"on W and b) on the cross-entropy for {params['epochs']} epochs; scored once on the un-augmented test images."
+        )
+    solver = (
+        f"full-batch L-BFGS (strong Wolfe line search, step size {params['lr']}) for at most {params['epochs']} iterations"
+        if params["optimizer"] == "lbfgs"
+        else f"full-batch Adam (learning rate {params['lr']}) for {params['epochs']} steps"
+    )
+    return (
+        f"- **Linear readout** (HCL Sec. 6), on the embeddings of the un-augmented train and test images: a linear classifier "
+        f"W x + b on the {params['feature']} features, standardised with the train split's per-feature mean and standard "
+        "deviation, trained on the whole train split by minimising "
+        f"cross-entropy + {params['weight_decay']} / 2 * ||W||^2 with {solver}, initialisation seed {params['seed']}; "
+        "scored once on the test split."
+    )
+
+
+def parameter_section(params_file: Path, recorded: dict[str, Recorded], encoder: TrainedEncoder | None) -> str:
+    """One row per parameter of every group of ``params_file`` (and of every recorded stage).
+
+    The value is the one the run recorded where there is one, else params.yaml's; a params.yaml
+    value that differs from the recorded one (a change not yet reproduced) is shown beside it. The
+    pretrain group lists only the parameters the run's sampler reads (by the encoder's
+    configuration, else by params.yaml's).
+    """
+    declared = load_params(params_file) if params_file.is_file() else {}
+    used = used_pretrain_params(encoder, declared.get("pretrain"))
+    rows = []
+    for group in dict.fromkeys([*declared, *recorded]):
+        planned = declared.get(group) if isinstance(declared.get(group), dict) else {}
+        run = recorded.get(group)
+        for name in dict.fromkeys([*planned, *(run.values if run else {})]):
+            if group == "pretrain" and used is not None and name not in used:
+                continue
+            if run is not None and name in run.values:
+                value, source = format_value(run.values[name]), run.source
+                if name in planned and planned[name] != run.values[name]:
+                    value += f" (params.yaml: {format_value(planned[name])})"
+            else:
+                value, source = format_value(planned[name]), code(params_file, cell=True)
+            rows.append(f"| {inline(group)} | {inline(name)} | {value} | {source} |")
+    if not rows:
+        return ""
+    note = "The pretrain parameters are those the run's sampler reads; the others do not change the run." if used is not None else ""
+    return "\n".join(
+        ["## Parameters", "", *([note, ""] if note else []), "| Stage | Parameter | Value | Source |", "|:--|:--|:--|:--|", *rows]
+    )
+
+
+def used_pretrain_params(encoder: TrainedEncoder | None, planned: Any) -> set[str] | None:
+    """The names of the pretrain parameters the run's sampler reads; None when neither the encoder nor params.yaml tells."""
+    if encoder is not None:
+        return set(encoder.config.used_params())
+    try:
+        return set(PretrainConfig(**planned).used_params()) if isinstance(planned, dict) else None
+    except UsageError:
+        return None
+
+
+def format_value(value: Any) -> str:
+    """A parameter value as it reads in params.yaml (``true``, ``0.001``, ``hucl``), literal text in a table cell."""
+    return inline(str(value).lower() if isinstance(value, bool) else value)
+
+
+def figure_section(drawn: list[Figure]) -> str:
+    """Each figure as a linked image and a numbered caption; empty when none was drawn."""
+    if not drawn:
+        return ""
+    lines = ["## Figures"]
+    for number, figure in enumerate(drawn, start=1):
+        lines += [
+            "",
+            f"### {figure.heading}",
+            "",
+            f"![{figure.heading}]({FIGURES_FOLDER}/{figure.file})",
+            "",
+            f"*Figure {number}. {figure.caption}*",
+        ]
+    return "\n".join(lines)

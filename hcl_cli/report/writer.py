@@ -1,0 +1,135 @@
+"""The report and its figures written as one set: staged beside the report, then swapped in by renames.
+
+``hcl report --out DIR/NAME.md`` writes ``DIR/NAME.md`` and ``DIR/figures/``. The whole run holds
+DIR's lock (:func:`~hcl_cli.locking.locked_folder`, the lock pretrain takes on its output folder),
+so a second report into DIR fails in one line naming DIR and the holder's pid. Every file is first
+written and fsynced into a hidden staging folder in DIR (a temporary sibling of ``NAME.md``, see
+:func:`~hcl_cli.artifacts.temp_sibling`); only when all are written does the set change, by three
+renames that need no space: the old figures folder aside, the new one in, the new markdown over the
+old. A failure before them (a full disk, a figure that cannot be drawn) leaves the old set as it
+was, names the file that could not be written, and removes the staging folder; a failed rename puts
+the old figures back. A reader thus finds the old set or the new one, never the markdown of one run
+beside the figures of another (only a kill between two renames, microseconds apart, could leave
+that, and the next report replaces it).
+
+The figures folder is replaced whole, so it may hold only the files a report writes: anything else
+in it is refused before any work, and nothing of the user's is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable, Collection, Iterator, Mapping
+from pathlib import Path
+
+from hcl_cli.artifacts import stale_siblings, temp_sibling
+from hcl_cli.errors import HclError, UsageError
+from hcl_cli.locking import locked_folder
+
+FIGURES_FOLDER = "figures"
+"""The figures' folder beside the report; the markdown links its files as ``figures/NAME.png``."""
+STAGING_TAG = "staging"
+RETIRED = "retired-figures"
+
+
+@contextlib.contextmanager
+def report_folder(out: Path, figure_files: Collection[str]) -> Iterator[None]:
+    """Hold the folder of ``out`` for the block (its lock, the folder created if missing), once the set is replaceable.
+
+    The set is replaceable when ``out`` is absent or a file, and the figures folder beside it is
+    absent or a folder holding only ``figure_files`` (and hcl's temporary files of them); else a
+    one-line :class:`UsageError`. Folders the block created are removed again if it leaves them empty.
+    """
+    folder = out.parent
+    made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
+    try:
+        with locked_folder(folder, "report"):
+            check_replaceable(out, figure_files)
+            yield
+    finally:
+        for path in made:
+            try:
+                path.rmdir()
+            except OSError:
+                break
+
+
+def check_replaceable(out: Path, figure_files: Collection[str]) -> None:
+    """A one-line UsageError unless writing the report's set over ``out`` and its figures folder loses nothing of the user's."""
+    if out.is_dir() or (out.exists() and not out.is_file()):
+        raise UsageError(f"--out {out} exists and is not a file: choose another --out")
+    figures = out.parent / FIGURES_FOLDER
+    if figures.is_symlink() or (figures.exists() and not figures.is_dir()):
+        raise UsageError(f"{figures} is not a folder hcl report wrote (it is replaced whole): move it, or choose another --out")
+    if figures.is_dir():
+        ours = {*figure_files, *(path.name for name in figure_files for path in stale_siblings(figures / name, include_live=True))}
+        foreign = sorted(set(os.listdir(figures)) - ours)
+        if foreign:
+            raise UsageError(
+                f"{figures} holds files hcl report does not write ({', '.join(foreign)}) and is replaced whole: "
+                "move them, or choose another --out"
+            )
+
+
+def publish(out: Path, markdown: str, drawings: Mapping[str, Callable[[Path], None]]) -> None:
+    """Write ``markdown`` as ``out`` and each drawing (by file name) into the figures folder beside it, as one set.
+
+    Call it inside :func:`report_folder`. A file that cannot be written is a one-line
+    :class:`HclError` naming where it was going; the old set is then untouched.
+    """
+    for stale in stale_siblings(out, STAGING_TAG):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+    staging = temp_sibling(out, STAGING_TAG)
+    try:
+        staging.mkdir()
+    except OSError as exc:
+        raise HclError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    try:
+        figures = out.parent / FIGURES_FOLDER
+        for name, draw in drawings.items():
+            _stage(figures / name, staging / FIGURES_FOLDER / name, draw)
+        _stage(out, staging / out.name, lambda path: path.write_text(markdown, encoding="utf-8"))
+        _swap(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stage(destination: Path, staged: Path, write: Callable[[Path], None]) -> None:
+    """``write(staged)`` and fsync it; an OSError (a full disk) names ``destination``, the file the user asked for."""
+    try:
+        staged.parent.mkdir(exist_ok=True)
+        write(staged)
+        with open(staged, "rb") as handle:
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise HclError(f"cannot write {destination}: {exc.strerror or exc}") from exc
+
+
+def _swap(staging: Path, out: Path) -> None:
+    """Replace the figures folder and ``out`` by the staged ones; on a failed rename, put the old figures back."""
+    current, staged, retired = out.parent / FIGURES_FOLDER, staging / FIGURES_FOLDER, staging / RETIRED
+    moved_aside = moved_in = False
+    try:
+        if current.exists():
+            os.rename(current, retired)
+            moved_aside = True
+        if staged.exists():
+            os.rename(staged, current)
+            moved_in = True
+        os.replace(staging / out.name, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            if moved_in:
+                os.rename(current, staged)
+            if moved_aside:
+                os.rename(retired, current)
+        raise HclError(f"cannot replace {out} and {current}: {exc.strerror or exc}") from exc
+    with contextlib.suppress(OSError):
+        descriptor = os.open(out.parent, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
