@@ -23,6 +23,7 @@ from hcl_cli.errors import HclError
 from hcl_cli.options import Option, option_name, parse_bool
 from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_params
 from hcl_cli.training.signals import Interrupted, interrupt_policy
+from hcl_cli.versions import check_torch_pair
 
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -95,6 +96,7 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
         for name in valued_bools & explicit.keys():
             explicit[name] = parse_bool(option_name(name), explicit[name])
         values = (stage_params(Path(params), config_cls) if params else {}) | explicit
+        check_torch_pair()
         STAGE_RUNNERS[config_cls](config_cls(**values))
 
     parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
