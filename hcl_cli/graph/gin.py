@@ -1,0 +1,104 @@
+"""The papers' graph encoder: InfoGraph's GIN with its FF heads (HCL App. D.2; HCL's graph/gin.py and model.py).
+
+:class:`GINEncoder` is InfoGraph's ``Encoder`` (graph/gin.py lines 21-59): K layers of a GIN
+convolution (Xu et al. 2019, Eq. 4.1 with epsilon = 0: h_i = MLP(h_i + sum of h_j over the edges
+j -> i), MLP = Linear, ReLU, Linear), each followed by ReLU and then BatchNorm1d; every layer's
+node embeddings are sum-pooled per graph and the K poolings concatenated into the graph
+embedding (K * hidden = 96 for the papers' K = 3, hidden = 32), the K node embeddings
+concatenated into each node's local embedding. :class:`FF` is the heads' 3-layer MLP with a
+linear shortcut (graph/model.py lines 44-63); :class:`InfoGraphModel` puts one FF on the nodes
+(``local_d``) and one on the graphs (``global_d``) and initialises every linear layer as the code
+does (graph/deepinfomax.py lines 54-60: Xavier-uniform weights, zero biases).
+
+The message passing and pooling are written with ``index_add`` (torch alone) rather than
+torch-geometric's ``GINConv`` and ``global_add_pool``: the same sums, checked equal in
+tests/test_gin.py, and faster per epoch in benchmarks/results/gin_backend.json. The parameter
+names are torch-geometric's (``convs.{i}.nn``, ``bns.{i}``), so the official encoder's weights
+load into :class:`GINEncoder`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class GINConv(nn.Module):
+    """One GIN convolution with epsilon = 0: ``nn(x_i + sum_{(j, i) in edges} x_j)``, messages flowing
+    from ``edge_index[0]`` to ``edge_index[1]`` as in torch-geometric's ``GINConv``."""
+
+    def __init__(self, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.nn = nn.Sequential(nn.Linear(in_dim, out_dim), nn.ReLU(), nn.Linear(out_dim, out_dim))
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.nn(x.index_add(0, edge_index[1], x.index_select(0, edge_index[0])))
+
+
+def global_add_pool(x: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
+    """The sum of the node rows of each graph, (num_graphs, F); ``batch`` gives each node's graph."""
+    return x.new_zeros(num_graphs, x.shape[1]).index_add_(0, batch, x)
+
+
+class GINEncoder(nn.Module):
+    """InfoGraph's GIN encoder: ``layers`` GIN convolutions of width ``hidden`` (module docstring)."""
+
+    def __init__(self, in_dim: int, hidden: int = 32, layers: int = 3) -> None:
+        super().__init__()
+        if in_dim < 1 or hidden < 1 or layers < 1:
+            raise ValueError(f"GINEncoder needs positive sizes, got in_dim={in_dim}, hidden={hidden}, layers={layers}")
+        self.hidden, self.layers = hidden, layers
+        self.convs = nn.ModuleList(GINConv(in_dim if i == 0 else hidden, hidden) for i in range(layers))
+        self.bns = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(layers))
+
+    @property
+    def embedding_dim(self) -> int:
+        """The width of the graph and node embeddings, ``layers * hidden``."""
+        return self.layers * self.hidden
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(graph embeddings (num_graphs, layers * hidden), node embeddings (nodes, layers * hidden))``."""
+        per_layer = []
+        for conv, bn in zip(self.convs, self.bns):
+            x = bn(torch.relu(conv(x, edge_index)))
+            per_layer.append(x)
+        nodes = torch.cat(per_layer, dim=1)
+        return global_add_pool(nodes, batch, num_graphs), nodes
+
+
+class FF(nn.Module):
+    """InfoGraph's head: three Linear + ReLU layers plus a linear shortcut, width kept (graph/model.py)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim), nn.ReLU())
+        self.linear_shortcut = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x) + self.linear_shortcut(x)
+
+
+class InfoGraphModel(nn.Module):
+    """The GIN encoder with InfoGraph's local and global FF heads (deepinfomax.py's ``GcnInfomax``, prior off)."""
+
+    def __init__(self, in_dim: int, hidden: int = 32, layers: int = 3) -> None:
+        super().__init__()
+        self.encoder = GINEncoder(in_dim, hidden, layers)
+        self.local_d = FF(self.encoder.embedding_dim)
+        self.global_d = FF(self.encoder.embedding_dim)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.encoder.embedding_dim
+
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor, num_graphs: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(local node embeddings after local_d, global graph embeddings after global_d, graph
+        embeddings before the heads)``: the last is the representation that embed and the SVM read."""
+        graphs, nodes = self.encoder(x, edge_index, batch, num_graphs)
+        return self.local_d(nodes), self.global_d(graphs), graphs

@@ -1,0 +1,122 @@
+"""The papers' SVM protocol on frozen graph embeddings (HCL App. D.2; HCL's graph/evaluate_embedding.py).
+
+As the official ``svc_classify`` (evaluate_embedding.py lines 14-28) does it: the labels encoded
+0..k-1, then ``StratifiedKFold(10, shuffle=True)`` over all graphs; inside each training fold a
+``GridSearchCV(SVC(), {"C": [0.001, ..., 1000]}, cv=5, scoring="accuracy")`` picks C (its ``cv=5``
+is an unshuffled stratified 5-fold split, and ties go to the smaller C) and refits on the whole
+training fold; the fold's score is the test accuracy. ``SVC`` keeps sklearn's defaults (RBF kernel,
+``gamma="scale"``) and the embeddings are not standardised, as in the code.
+
+Differences, each a parameter: the code draws its outer split from an unseeded generator and runs
+it once per trained encoder (``range(1)``), where here every split is seeded from ``seed``, so the
+protocol is deterministic, and ``repeats`` re-splits the same embeddings (the papers' 10 repeats
+retrain the encoder from scratch: run this once per trained encoder for those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.metrics import accuracy_score
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.preprocessing import LabelEncoder
+from sklearn.svm import SVC
+
+from hcl_cli.errors import HclError, UsageError
+
+PAPER_C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
+"""evaluate_embedding.py line 21."""
+PAPER_FOLDS = 10
+PAPER_INNER_FOLDS = 5
+
+
+@dataclass(frozen=True)
+class SvmResult:
+    """Test accuracies of every fold of every repeat, and their summaries.
+
+    ``mean`` and ``std`` are over all ``repeats * folds`` fold accuracies (std with ddof 0, as
+    numpy's default that the papers' tables use); ``repeat_means`` is each repeat's mean (the number
+    the official code reports per run) and ``repeat_std`` their std; ``chosen_c[r][f]`` is the C
+    the grid search picked in fold f of repeat r.
+    """
+
+    mean: float
+    std: float
+    repeat_means: list[float]
+    repeat_std: float
+    fold_accuracies: list[list[float]]
+    chosen_c: list[list[float]]
+    folds: int
+    inner_folds: int
+    c_grid: list[float]
+    seed: int
+
+
+def split_seed(seed: int, repeat: int) -> int:
+    """The seed of repeat ``repeat``'s outer split: independent streams per (seed, repeat)."""
+    return int(np.random.SeedSequence([seed, repeat]).generate_state(1)[0])
+
+
+def svm_protocol(
+    embeddings: np.ndarray,
+    labels: Sequence[int] | np.ndarray,
+    *,
+    folds: int = PAPER_FOLDS,
+    repeats: int = 1,
+    c_grid: Sequence[float] = PAPER_C_GRID,
+    inner_folds: int = PAPER_INNER_FOLDS,
+    seed: int = 0,
+) -> SvmResult:
+    """Run the protocol of the module docstring on ``embeddings`` (n, d) and their ``labels`` (n,).
+
+    Deterministic for a given ``seed``. Invalid settings (fewer than 2 folds, a class with fewer
+    graphs than folds, an empty or non-positive C grid) are a :class:`UsageError`; non-finite
+    embeddings (a diverged encoder) an :class:`HclError`.
+    """
+    x = np.asarray(embeddings, dtype=np.float64)
+    y_raw = np.asarray(labels)
+    if x.ndim != 2 or y_raw.ndim != 1 or len(x) != len(y_raw):
+        raise UsageError(f"the SVM protocol needs embeddings (n, d) and n labels, got {list(x.shape)} and {list(y_raw.shape)}")
+    if not np.isfinite(x).all():
+        raise HclError("the embeddings contain NaN or infinite values (did the training diverge?)")
+    if folds < 2 or inner_folds < 2:
+        raise UsageError(f"the SVM protocol needs at least 2 folds and 2 inner folds, got {folds} and {inner_folds}")
+    if repeats < 1:
+        raise UsageError(f"the SVM protocol needs at least 1 repeat, got {repeats}")
+    grid = [float(c) for c in c_grid]
+    if not grid or not all(np.isfinite(c) and c > 0 for c in grid):
+        raise UsageError(f"the C grid must be positive numbers, got {list(c_grid)}")
+    y = LabelEncoder().fit_transform(y_raw)
+    counts = np.bincount(y)
+    if len(counts) < 2:
+        raise UsageError("the SVM protocol needs at least 2 classes")
+    if counts.min() < folds:
+        raise UsageError(f"the smallest class has {counts.min()} graphs, fewer than the {folds} folds of the SVM protocol")
+
+    accuracies: list[list[float]] = []
+    chosen: list[list[float]] = []
+    for repeat in range(repeats):
+        outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed(seed, repeat))
+        accuracies.append([])
+        chosen.append([])
+        for train, test in outer.split(x, y):
+            search = GridSearchCV(SVC(), {"C": grid}, cv=inner_folds, scoring="accuracy")
+            search.fit(x[train], y[train])
+            accuracies[-1].append(float(accuracy_score(y[test], search.predict(x[test]))))
+            chosen[-1].append(float(search.best_params_["C"]))
+    every = np.array(accuracies)
+    repeat_means = every.mean(axis=1)
+    return SvmResult(
+        mean=float(every.mean()),
+        std=float(every.std()),
+        repeat_means=[float(m) for m in repeat_means],
+        repeat_std=float(repeat_means.std()),
+        fold_accuracies=accuracies,
+        chosen_c=chosen,
+        folds=folds,
+        inner_folds=inner_folds,
+        c_grid=grid,
+        seed=seed,
+    )
