@@ -76,7 +76,7 @@ def main() -> None:
             "meets_target": None if target is None else ratio <= target,
             "median_step_cpu_ms": round(1e3 * statistics.median(cpu[name]), 3),
             "cpu_ratio_to_ucl": round(median_ratio(cpu[name], cpu["ucl"]), 4),
-            "loss_options": configs[name].loss_options(0),
+            "loss_options": dict(configs[name].loss_options(0)),
         }
         row = results[name]
         print(

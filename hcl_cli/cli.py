@@ -3,13 +3,17 @@
 Each subcommand's options are its config's declared options (:mod:`hcl_cli.config`), so every
 option has help text and maps one to one to a params.yaml key. ``--params FILE`` reads the
 stage's group from FILE (what dvc.yaml passes, so no parameter value ever reaches a shell);
-options given on the command line win. Stage modules, and with them torch, are imported only
-when a stage runs, so ``--help`` stays instant.
+options given on the command line win; the stage's configuration checks every value once, and
+the stage receives it frozen. Stage modules, and with them torch, are imported only when a stage
+runs, so ``--help`` stays instant. This module is the front end: no stage imports it, so editing
+a help text here or in another stage's declarations reruns no pipeline stage.
 """
 
 from __future__ import annotations
 
+import errno
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,10 +22,17 @@ from typing import Annotated, Any
 
 import typer
 
-from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig, StageConfig
+from hcl_cli.config.base import StageConfig
+from hcl_cli.config.embed import EmbedConfig
+from hcl_cli.config.knn import KnnConfig
+from hcl_cli.config.linear import LinearConfig
+from hcl_cli.config.pipeline import STAGE_CONFIGS
+from hcl_cli.config.prepare import PrepareConfig
+from hcl_cli.config.pretrain import PretrainConfig
+from hcl_cli.config.report import ReportConfig
 from hcl_cli.errors import HclError
-from hcl_cli.options import Option, option_name, parse_bool
-from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_params
+from hcl_cli.option import Option, option_name, parse_bool
+from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
 from hcl_cli.training.signals import Interrupted, interrupt_policy
 from hcl_cli.versions import check_torch_pair
 
@@ -35,6 +46,12 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+DEBUG_HELP = "Show the traceback of an error (any internal error included); accepted anywhere on the command line."
+
+
+@app.callback()
+def hcl(debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False) -> None:
+    """Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages."""
 
 
 def run_prepare(config: PrepareConfig) -> None:
@@ -82,6 +99,15 @@ STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
     ReportConfig: run_report,
 }
 
+def literal(text: str) -> str:
+    """``text`` as Typer's Rich help prints it verbatim: an opening bracket escaped, so that
+    ``E_q[z_i.z_j]`` or a range ``[0.001, 1000.0]`` is not read as markup and dropped."""
+    return text.replace("[", "\\[")
+
+
+STREAM_ERRORS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EFBIG, errno.EIO, errno.EDQUOT})
+"""The errors of a write to standard output that is full or closed (an error naming no file)."""
+
 PARAMS_HELP = "Read this stage's parameters from FILE (its group in a params.yaml; dvc.yaml passes params.yaml). Options given on the command line win."
 
 
@@ -95,9 +121,10 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
         explicit = {name: value for name, value in given.items() if ctx.get_parameter_source(name).name == "COMMANDLINE"}
         for name in valued_bools & explicit.keys():
             explicit[name] = parse_bool(option_name(name), explicit[name])
-        values = (stage_params(Path(params), config_cls) if params else {}) | explicit
+        planned, where = read_group(Path(params), config_cls) if params else ({}, {})
+        sources = {name: label for name, label in where.items() if name not in explicit}
         check_torch_pair()
-        STAGE_RUNNERS[config_cls](config_cls(**values))
+        STAGE_RUNNERS[config_cls](config_cls.from_sources(planned | explicit, sources))
 
     parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     parameters += [typer_parameter(option, valued=option.name in valued_bools) for option in options]
@@ -114,8 +141,9 @@ def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
     """``option`` as a keyword parameter of a Typer command."""
     choices = ("true", "false") if valued else option.choices
     metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else None
+    help_text = f"{option.help} Range {option.range}." if option.range else option.help
     typer_option = typer.Option(
-        option.flag, help=option.help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
+        option.flag, help=literal(help_text), metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
     )
     annotation = Annotated[str if valued else option.type, typer_option]
     default = str(option.default).lower() if valued else option.default
@@ -123,7 +151,7 @@ def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
 
 
 for _config_cls in STAGE_CONFIGS:
-    app.command(_config_cls.command, help=_config_cls.__doc__)(stage_command(_config_cls))
+    app.command(_config_cls.command, help=literal(_config_cls.__doc__ or ""))(stage_command(_config_cls))
 
 
 @app.command("params")
@@ -133,7 +161,7 @@ def params(
     ] = False,
 ) -> None:
     """Print the default params.yaml: every stage's group, each key at its declared default (`hcl params > params.yaml` restores it)."""
-    sys.stdout.write(sampler_options_markdown() if table else default_params_yaml())
+    write_stdout(sampler_options_markdown() if table else default_params_yaml())
 
 
 @app.command("preset")
@@ -145,7 +173,7 @@ def preset(
     """List the papers' experiments (paper, table, dataset, reported top-1), or write one's prepare, pretrain and linear groups into params.yaml for dvc repro / dvc exp run."""
     from hcl_cli import presets
 
-    sys.stdout.write(presets.apply(name, Path(params_file)) if name else presets.listing(markdown=table))
+    write_stdout(presets.apply(name, Path(params_file)) if name else presets.listing(markdown=table))
 
 
 @app.command("compare")
@@ -184,9 +212,34 @@ def main(argv: list[str] | None = None) -> None:
         _fail(prog, str(exc).replace("\n", " "), exc.exit_code, debug)
     except (KeyboardInterrupt, Interrupted):
         _fail(prog, "interrupted", 130, debug)
+    except OSError as exc:
+        if exc.filename is None and exc.errno in STREAM_ERRORS:  # printing, e.g. --help, to a full disk or a closed pipe
+            _drop_stdout()
+            _fail(prog, f"cannot write to standard output: {exc.strerror}", 1, debug)
+        _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
+    try:
+        write_stdout("")  # what a stage printed and is still buffered
+    except HclError as exc:
+        _fail(prog, str(exc), exc.exit_code, debug)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output now; a write error (``hcl params > /dev/full``, a closed pipe) is
+    an :class:`HclError`, and what could not be written is dropped so that exiting does not fail on it again."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as exc:
+        _drop_stdout()
+        raise HclError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def _drop_stdout() -> None:
+    """Send standard output to the null device, so that what it could not write is not tried again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _fail(prog: str, message: str, code: int, debug: bool) -> None:

@@ -9,31 +9,23 @@ from typing import Any
 
 import yaml
 
-from hcl_cli.config import STAGE_CONFIGS, PretrainConfig, StageConfig
-from hcl_cli.errors import UsageError, first_line
+from hcl_cli.config.base import StageConfig, load_params
+from hcl_cli.config.pipeline import STAGE_CONFIGS
+from hcl_cli.config.pretrain import PretrainConfig
+from hcl_cli.errors import UsageError
 from hcl_cli.objectives.registry import sampler_options, users_label
 
 HEADER = """\
 # Parameters of the pipeline, one group per stage. Each dvc.yaml stage runs
 # `hcl <stage> --params params.yaml`, which reads its own group; `hcl <stage> --help` explains
-# every key. Written by `hcl params` from the options' declarations (hcl_cli/config.py and
+# every key. Written by `hcl params` from the options' declarations (hcl_cli/config/ and
 # hcl_cli/objectives/registry.py): `hcl params > params.yaml` restores these defaults.
 """
 
 
-def load_params(path: str | Path) -> dict[str, Any]:
-    """Read a params.yaml, turning a missing, unreadable or malformed file into a one-line usage error."""
-    try:
-        params = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {path}: {first_line(exc)}") from exc
-    if not isinstance(params, dict):
-        raise UsageError(f"{path} must be a mapping of stage groups")
-    return params
-
-
-def stage_params(path: Path, config_cls: type[StageConfig]) -> dict[str, Any]:
-    """The ``config_cls.group`` group of the params file ``path``: its values, each checked.
+def read_group(path: Path, config_cls: type[StageConfig]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ``config_cls.group`` group of the params file ``path``: its raw values, and where each came from
+    (``params.yaml: pretrain.beta``, for messages); the values are checked once, by the stage's configuration.
 
     A key the stage does not know is a usage error (with the nearest known name); a group that no
     stage reads gets a warning, since other tools may keep their parameters in the same file.
@@ -45,13 +37,20 @@ def stage_params(path: Path, config_cls: type[StageConfig]) -> dict[str, Any]:
     group = params.get(config_cls.group) or {}
     if not isinstance(group, dict):
         raise UsageError(f"{path}: {config_cls.group} must be a mapping of parameters")
-    options = {option.name: option for option in config_cls.declared_options() if not option.runtime}
+    names = config_cls.param_names()
     for key in group:
-        if key not in options:
-            close = difflib.get_close_matches(str(key), list(options), n=1)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"{path}: {config_cls.group}.{key} is not a parameter of hcl {config_cls.command}{hint}")
-    return {key: options[key].check(value, where=f"{path}: {config_cls.group}.{key}") for key, value in group.items()}
+    return dict(group), {key: f"{path}: {config_cls.group}.{key}" for key in group}
+
+
+def stage_params(path: Path, config_cls: type[StageConfig]) -> dict[str, Any]:
+    """The ``config_cls.group`` group of ``path`` (:func:`read_group`), each value checked against its declaration."""
+    group, where = read_group(path, config_cls)
+    options = {option.name: option for option in config_cls.declared_options()}
+    return {key: options[key].check(value, where=where[key]) for key, value in group.items()}
 
 
 def sampler_options_markdown() -> str:

@@ -23,14 +23,44 @@ from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_
 ROOT = Path(__file__).resolve().parents[1]
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 CLOSURE = """
-import importlib, json, sys
+import ast, importlib, json, sys
 from pathlib import Path
-import hcl_cli.cli
+
+def imports_in(path):
+    # every hcl_cli module an import statement of the file names, in a function too (it runs when the stage
+    # runs), but not under `if TYPE_CHECKING:` (a type only)
+    tree = ast.parse(Path(path).read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+                   for statement in node.body for n in ast.walk(statement)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
 importlib.import_module(f"hcl_cli.stages.{sys.argv[1]}")
-from hcl_cli.objectives.registry import SAMPLERS
-if "hcl_cli.objectives.loss" in sys.modules:  # a stage that computes the loss may load any sampler
-    for spec in SAMPLERS.values():
-        spec.load()
+while True:
+    loaded = set(sys.modules)
+    if "hcl_cli.objectives.loss" in sys.modules:  # a stage that computes the loss may load any sampler
+        from hcl_cli.objectives.registry import SAMPLERS
+        for spec in SAMPLERS.values():
+            spec.load()
+    if "hcl_cli.modality" in sys.modules:  # a stage that reads prepared data may load any modality
+        from hcl_cli.modality import MODALITIES, modality_named
+        for name in MODALITIES:
+            modality_named(name)
+    for module in [m for name, m in list(sys.modules.items()) if name.startswith("hcl_cli.")]:
+        for name in imports_in(module.__file__):
+            if name.startswith("hcl_cli."):
+                try:
+                    importlib.import_module(name)
+                except ModuleNotFoundError:  # `from hcl_cli.module import function`: not a module
+                    pass
+    if set(sys.modules) == loaded:
+        break
 package = Path(sys.argv[2]).resolve()
 files = {Path(m.__file__).resolve() for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
 print(json.dumps(sorted(str(f.relative_to(package.parent)) for f in files if f.is_relative_to(package))))
@@ -44,7 +74,9 @@ def run_hcl(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
 
 
 def imported_files(module: str, package: Path = ROOT / "hcl_cli", cwd: Path = ROOT) -> set[str]:
-    """The files of ``package`` that ``hcl <stage>`` imports while it runs: the CLI, the stage, and the samplers it may load."""
+    """The files of ``package`` that a stage computes with: the import closure of ``hcl_cli/stages/<module>.py``, and
+    the samplers and modalities it may load. Not the command line's front end (``cli.py``, ``params.py``, other
+    stages' declarations): a stage receives its checked configuration, so editing a help text there reruns nothing."""
     result = subprocess.run([sys.executable, "-c", CLOSURE, module, str(package)], cwd=cwd, capture_output=True, text=True, check=True)
     return set(json.loads(result.stdout))
 

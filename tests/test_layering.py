@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hcl_cli"
 LIGHT = (
     "hcl_cli.cli",
     "hcl_cli.config",
-    "hcl_cli.options",
+    "hcl_cli.config.base",
+    "hcl_cli.config.pipeline",
+    "hcl_cli.config.prepare",
+    "hcl_cli.config.pretrain",
+    "hcl_cli.config.embed",
+    "hcl_cli.config.linear",
+    "hcl_cli.config.knn",
+    "hcl_cli.config.report",
+    "hcl_cli.option",
     "hcl_cli.params",
     "hcl_cli.errors",
     "hcl_cli.objectives.registry",
     "hcl_cli.objectives.schedules",
+    "hcl_cli.objectives.sampler_options",
+    "hcl_cli.training",
+    "hcl_cli.training.signals",
+    "hcl_cli.versions",
 )
 """What `hcl --help` imports: none of it may import torch at module level."""
 
@@ -65,3 +78,22 @@ def test_the_command_line_modules_import_no_torch() -> None:
         assert not heavy, f"{module} imports {sorted(heavy)}"
         inner = {name for name in GRAPH[module] if name in GRAPH and name not in LIGHT and not name.startswith("hcl_cli.stages")}
         assert not inner, f"{module} imports {sorted(inner)}, which `hcl --help` would then load"
+
+
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+NAMED = re.compile(r"(?<![\w./<-])(\w+(?:/\w+)*(?:\.py|/))(?![\w/])")
+"""A file or folder as ARCHITECTURE.md names one: ``cli.py``, ``report/``, ``training/step.py``."""
+
+
+def test_architecture_md_names_only_what_exists_and_every_top_level_part() -> None:
+    named = {name for name in NAMED.findall(ARCHITECTURE.read_text()) if not name.startswith(("tests/", "hcl_cli/"))}
+    parts = {
+        path.relative_to(PACKAGE).as_posix() + ("/" if path.is_dir() else "")
+        for path in PACKAGE.rglob("*")
+        if path.suffix == ".py" or (path / "__init__.py").is_file()
+    }
+    missing = sorted(name for name in named if not any(part == name or part.endswith("/" + name) for part in parts))
+    assert not missing, f"ARCHITECTURE.md names {missing}, which hcl_cli/ does not hold"
+    top_level = {part for part in parts if part.count("/") == (1 if part.endswith("/") else 0)} - {"__init__.py"}
+    unnamed = sorted(top_level - named)
+    assert not unnamed, f"ARCHITECTURE.md does not name {unnamed}"

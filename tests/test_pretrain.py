@@ -187,7 +187,7 @@ def test_a_non_finite_step_stops_with_the_last_good_checkpoint_and_no_encoder(
     digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """The third step's loss (or its gradient) is NaN: the run stops before the update, writes no encoder."""
-    real_loss, calls = step.contrastive_loss, []
+    real_loss, calls = step.sampler_loss, []
 
     def poisoned_loss(z1: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
         calls.append(1)
@@ -198,7 +198,7 @@ def test_a_non_finite_step_stops_with_the_last_good_checkpoint_and_no_encoder(
             z1.register_hook(lambda grad: grad * math.nan)
         return loss, stats
 
-    monkeypatch.setattr(step, "contrastive_loss", poisoned_loss)
+    monkeypatch.setattr(step, "sampler_loss", poisoned_loss)
     monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")  # the memory check's measuring steps would call the loss too
     with pytest.raises(
         HclError, match=rf"non-finite {where} at epoch 1, step 3 .*last good checkpoint: .*epoch-0000-step-000002\.safetensors"
@@ -351,14 +351,14 @@ def test_the_eta_leaves_the_warm_up_steps_out_and_follows_the_steady_rate(capsys
 
 def test_ctrl_c_during_the_first_step_stops_at_once(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A first step can take minutes (a ResNet-50 on a CPU) and has nothing to save: Ctrl-C does not wait for its end."""
-    real_loss, calls = step.contrastive_loss, []
+    real_loss, calls = step.sampler_loss, []
 
     def interrupting_loss(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         signal.raise_signal(signal.SIGINT)
         return real_loss(*args, **kwargs)
 
-    monkeypatch.setattr(step, "contrastive_loss", interrupting_loss)
+    monkeypatch.setattr(step, "sampler_loss", interrupting_loss)
     monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")  # the memory check's measuring steps would call the loss too
     with pytest.raises(TrainingInterrupted, match=r"stopped by SIGINT during the first step, at once \(nothing was saved\)") as error:
         pretrain.run(tiny_config(digits, tmp_path))
@@ -374,7 +374,7 @@ def test_a_run_that_will_not_fit_in_memory_is_refused_before_its_first_step(
     config = tiny_config(digits, tmp_path, batch_size=64)
     needed = estimated_bytes(config)
     calls = []
-    monkeypatch.setattr(step, "contrastive_loss", lambda *args, real=step.contrastive_loss, **kwargs: calls.append(1) or real(*args, **kwargs))
+    monkeypatch.setattr(step, "sampler_loss", lambda *args, real=step.sampler_loss, **kwargs: calls.append(1) or real(*args, **kwargs))
     monkeypatch.setattr(memory, "available_bytes", lambda device: int(needed * 0.9))
     with pytest.raises(HclError, match=r"training would need about \d+\.\d GiB more at its first step .*: try --batch-size (16|32) \(about"):
         pretrain.run(config)

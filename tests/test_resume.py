@@ -182,7 +182,7 @@ def test_more_epochs_continue_a_finished_run_bitwise(digits: Path, uninterrupted
 
 def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C during the second step: the step completes, a checkpoint is saved there, exit code 130."""
-    real_loss, calls = step.contrastive_loss, []
+    real_loss, calls = step.sampler_loss, []
 
     def interrupting_loss(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -190,7 +190,7 @@ def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(digits: Path, tmp_p
             signal.raise_signal(signal.SIGINT)
         return real_loss(*args, **kwargs)
 
-    monkeypatch.setattr(step, "contrastive_loss", interrupting_loss)
+    monkeypatch.setattr(step, "sampler_loss", interrupting_loss)
     monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")  # the memory check's measuring steps would call the loss too
     handler_before = signal.getsignal(signal.SIGINT)  # SIG_IGN when the suite runs in the background
     with pytest.raises(

@@ -27,7 +27,7 @@ _PUBLIC = {
     "negative_weights": "hcl_cli.objectives.loss",
     "check_sampler_inputs": "hcl_cli.objectives.loss",
     "LossStats": "hcl_cli.objectives.core",
-    "SamplerOptions": "hcl_cli.objectives.options",
+    "SamplerOptions": "hcl_cli.objectives.sampler_options",
     "SAMPLERS": "hcl_cli.objectives.registry",
     "Sampler": "hcl_cli.objectives.registry",
     "beta_at": "hcl_cli.objectives.schedules",

@@ -12,8 +12,8 @@ from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import LossStats, MomentumKeys, PairBatch, contrastive_objective, negative_distribution
-from hcl_cli.objectives.options import SamplerOptions
 from hcl_cli.objectives.registry import SAMPLERS, Sampler, lookup
+from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
 def check_sampler_inputs(sampler: str, *, labelled: bool, **options: Any) -> None:
@@ -22,12 +22,16 @@ def check_sampler_inputs(sampler: str, *, labelled: bool, **options: Any) -> Non
     ``labelled`` says whether every training image has a label; the keywords are those of
     :func:`contrastive_loss` (tau+ in [0, 1), ``ot_epsilon > 0``, three ``undimix_weights``, ...).
     """
-    spec = lookup(sampler)
-    values = SamplerOptions.resolve(spec, options)
+    check_labels(sampler, SamplerOptions.resolve(lookup(sampler), options), labelled=labelled)
+
+
+def check_labels(sampler: str, options: SamplerOptions, *, labelled: bool) -> None:
+    """:func:`check_sampler_inputs` for options resolved beforehand (a stage's configuration): checks them no further."""
+    spec = SAMPLERS[sampler]
     if spec.supervised and not labelled:
         unsupervised = ", ".join(name for name, other in SAMPLERS.items() if not other.supervised)
         raise UsageError(f"--sampler {sampler} needs labels, but the training images are unlabelled (use one of {unsupervised})")
-    if spec.label_positives(values) and not labelled:
+    if spec.label_positives(options) and not labelled:
         raise UsageError("--positives labels needs labels, but the training images are unlabelled (use --positives partner)")
 
 
@@ -86,22 +90,36 @@ def contrastive_loss(
     :class:`~hcl_cli.objectives.core.LossStats` (e.g. how many anchors had no different-label
     negative and were left out, for the supervised samplers).
     """
-    spec, batch, sampler_config = prepare(z1, z2, labels, sampler, options)
-    if anchor_mask is not None and (anchor_mask.shape != (2 * batch.batch_size,) or anchor_mask.dtype != torch.bool):
+    spec, sampler_config = prepare(z1, z2, labels, sampler, options)
+    if anchor_mask is not None and (anchor_mask.shape != (2 * z1.shape[0],) or anchor_mask.dtype != torch.bool):
         raise UsageError(
-            f"anchor_mask must be a bool tensor of shape ({2 * batch.batch_size},), one entry per row of [z1; z2] (got {anchor_mask.dtype} {tuple(anchor_mask.shape)})"
+            f"anchor_mask must be a bool tensor of shape ({2 * z1.shape[0]},), one entry per row of [z1; z2] (got {anchor_mask.dtype} {tuple(anchor_mask.shape)})"
         )
+    loss, stats = sampler_loss(z1, z2, labels, spec=spec, options=sampler_config, anchor_mask=anchor_mask)
+    return (loss, stats) if return_stats else loss
+
+
+def sampler_loss(
+    z1: Tensor, z2: Tensor, labels: Tensor | None, *, spec: Sampler, options: SamplerOptions, anchor_mask: Tensor | None = None
+) -> tuple[Tensor, LossStats]:
+    """:func:`contrastive_loss` with its statistics, for inputs and options checked beforehand: it checks nothing.
+
+    The training step's entry (:class:`~hcl_cli.training.step.TrainingStep`): its options are the
+    stage's configuration, checked once at the stage's entry and resolved once per epoch
+    (:meth:`~hcl_cli.config.pretrain.PretrainConfig.loss_options`), with the step's tensors
+    (:meth:`~hcl_cli.objectives.sampler_options.SamplerOptions.with_inputs`)."""
+    label_positives = spec.label_positives(options)
     with full_precision(z1.device):
-        negatives = spec.load()(batch, sampler_config)
-        loss, stats = contrastive_objective(
+        batch = PairBatch(z1, z2, labels if label_positives else None, options.temperature, options.momentum_keys)
+        negatives = spec.load()(batch, options)
+        return contrastive_objective(
             batch,
             negatives,
-            label_positives=spec.label_positives(sampler_config),
-            tau_plus=sampler_config.tau_plus,
-            objective=sampler_config.objective,
+            label_positives=label_positives,
+            tau_plus=options.tau_plus,
+            objective=options.objective,
             anchor_mask=anchor_mask,
         )
-    return (loss, stats) if return_stats else loss
 
 
 @torch.no_grad()
@@ -113,15 +131,15 @@ def negative_weights(z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, sa
     supervised samplers, same-label samples. For debiased/hucl/ot this is the (tilted) sampling
     distribution before the tau+ correction. Same arguments and sampler code as :func:`contrastive_loss`.
     """
-    spec, batch, sampler_config = prepare(z1, z2, labels, sampler, options)
+    spec, sampler_config = prepare(z1, z2, labels, sampler, options)
+    labelled = spec.label_positives(sampler_config)
     with full_precision(z1.device):
+        batch = PairBatch(z1, z2, labels if labelled else None, sampler_config.temperature, sampler_config.momentum_keys)
         return negative_distribution(spec.load()(batch, sampler_config))
 
 
-def prepare(
-    z1: Tensor, z2: Tensor, labels: Tensor | None, sampler: str, options: dict[str, Any]
-) -> tuple[Sampler, PairBatch, SamplerOptions]:
-    """Validate the inputs and build the sampler, the :class:`PairBatch` and the options."""
+def prepare(z1: Tensor, z2: Tensor, labels: Tensor | None, sampler: str, options: dict[str, Any]) -> tuple[Sampler, SamplerOptions]:
+    """Validate the inputs; the sampler and its resolved options."""
     spec = lookup(sampler)
     sampler_config = SamplerOptions.resolve(spec, options)
     if z1.ndim != 2 or z1.shape != z2.shape or z1.shape[0] < 2:
@@ -134,9 +152,7 @@ def prepare(
     keys = sampler_config.momentum_keys
     if keys is not None:
         check_keys(keys, tuple(z1.shape), labelled)
-    with full_precision(z1.device):
-        batch = PairBatch(z1, z2, labels if labelled else None, sampler_config.temperature, keys)
-    return spec, batch, sampler_config
+    return spec, sampler_config
 
 
 def check_keys(keys: MomentumKeys, shape: tuple[int, int], labelled: bool) -> None:

@@ -13,6 +13,7 @@ This module imports nothing heavy: the CLI reads it to build ``--help``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,26 +21,29 @@ from typing import Any
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.schedules import ANNEALS, BETA_ANNEAL_STEPS, beta_at, threshold_at
-from hcl_cli.options import Option
+from hcl_cli.option import Option
+
+UNDIMIX_WEIGHT_LIMIT = 1000.0
+"""The largest weight of one UnDiMix score (the scores are combined unnormalised)."""
 
 
 def undimix_weight_values(text: str | tuple[float, ...] | list[float]) -> tuple[float, float, float]:
-    """``"1,1,1"`` (or a sequence of three numbers) as three non-negative floats, not all zero."""
+    """``"1,1,1"`` (or a sequence of three numbers) as three floats in [0, 1000], not all zero."""
     try:
         values = tuple(float(part) for part in (text.split(",") if isinstance(text, str) else text))
     except (TypeError, ValueError):
         raise ValueError("must be three comma-separated numbers (similarity, uncertainty, diversity)") from None
-    if len(values) != 3 or any(not value >= 0 or value == float("inf") for value in values) or sum(values) == 0:
-        raise ValueError("must be three non-negative numbers (similarity, uncertainty, diversity), not all zero")
+    if len(values) != 3 or any(not 0 <= value <= UNDIMIX_WEIGHT_LIMIT for value in values) or sum(values) == 0:
+        raise ValueError(f"must be three numbers in [0, {UNDIMIX_WEIGHT_LIMIT}] (similarity, uncertainty, diversity), not all zero")
     return values  # type: ignore[return-value]
 
 
-TEMPERATURE = Option("temperature", 0.5, "Softmax temperature t of the similarities s_ij = z_i.z_j / t.", minimum=0.0, min_exclusive=True)
+TEMPERATURE = Option("temperature", 0.5, "Softmax temperature t of the similarities s_ij = z_i.z_j / t.", minimum=1e-3, maximum=1e3)
 OBJECTIVE = Option(
     "objective",
     "nce",
-    "Loss: nce (InfoNCE, with tau+ debiasing where the sampler has it) or bcl (the basic contrastive loss E_q[z_i.z_j] - z_i.z_p, HCL-OT Eq. 9; no debiasing).",
-    choices=("nce", "bcl"),
+    "Loss: nce (InfoNCE, with tau+ debiasing where the sampler has it) or bcl (the basic contrastive loss E_q[z_i.z_j] - z_i.z_p, HCL-OT Eq. 9; no debiasing) for two views; jsd (InfoGraph's Jensen-Shannon local-global loss, nodes against graphs) for graphs.",
+    choices=("nce", "bcl", "jsd"),
 )
 POSITIVES = Option(
     "positives",
@@ -47,7 +51,7 @@ POSITIVES = Option(
     "Positives: partner (the anchor's other view) or labels (every same-label sample, partner included: HCL Fig. 4's oracle, H-SCL Sec. V-B; needs labels). Supervised samplers always use labels.",
     choices=("partner", "labels"),
 )
-BETA = Option("beta", 1.0, "Hardness concentration: negatives are tilted by exp(beta * s_ij).", minimum=0.0)
+BETA = Option("beta", 1.0, "Hardness concentration: negatives are tilted by exp(beta * s_ij).", minimum=0.0, maximum=1e3)
 ANNEAL = Option(
     "anneal",
     "none",
@@ -64,17 +68,23 @@ TAU_PLUS = Option("tau_plus", 0.1, "Class prior tau+ of the debiasing (0 disable
 CLIP = Option(
     "clip", False, "Scale the inner products used for the negative weights into [-2, 2] (HCL Fig. 14, for unnormalised embeddings)."
 )
+GRAPH_WEIGHTS = Option(
+    "graph_weights",
+    "paper",
+    "Graphs only (objective jsd), debiased and hucl: paper (HCL App. B, D.2: weights exp(beta * s) on scores scaled into [-2, 2], tau+ debiasing of the negative term) or official (HCL's graph code, JSD_hard: weights exp(-2 beta s / max|s|) that favour easy negatives, tau+ fixed at 0.5).",
+    choices=("paper", "official"),
+)
 THRESHOLD_START = Option("threshold_start", -0.3, "Cosine threshold l at the first epoch (H-SCL Eq. 4).", minimum=-1.0, maximum=1.0)
 THRESHOLD_END = Option("threshold_end", 0.0, "Cosine threshold l at the last epoch.", minimum=-1.0, maximum=1.0)
 OT_EPSILON = Option(
     "ot_epsilon",
     0.5,
     "Entropic regularisation of the coupling (the official code's reg; twice the epsilon of HCL-OT Eq. 5, whose cost has a factor 0.5).",
-    minimum=0.0,
-    min_exclusive=True,
+    minimum=1e-3,
+    maximum=1e9,
 )
 OT_COST = Option("ot_cost", "sq", "Ground cost: sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
-OT_KAPPA = Option("ot_kappa", 1.0, "Offset kappa of the exp cost.", minimum=-1e3, maximum=1e3)
+OT_KAPPA = Option("ot_kappa", 1.0, "Offset kappa of the exp cost.", minimum=-20.0, maximum=20.0)
 OT_ITERATIONS = Option(
     "ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000
 )
@@ -92,19 +102,40 @@ UNDIMIX_LEARNED = Option(
 UNDIMIX_UNCERTAINTY = Option(
     "undimix_uncertainty",
     "badge",
-    "Uncertainty gradients of UnDiMix Eq. 3: badge (closed form of BADGE's gradient embeddings: last-layer weight, other embeddings held fixed) or autograd (Eq. 3 literally: every last-layer parameter, through every embedding; needs head_layer).",
-    choices=("badge", "autograd"),
+    "Uncertainty gradients of UnDiMix Eq. 3: literal (Eq. 3 as written: the gradient of every last-layer parameter through every embedding; needs head_layer; in-batch only; the UnDiMix presets' choice) or badge (BADGE's closed form, which the paper cites: last-layer weight, other embeddings held fixed; cheap, and what a queue can keep per key).",
+    choices=("badge", "literal"),
+)
+UNDIMIX_DIVERSITY = Option(
+    "undimix_diversity",
+    "anchor",
+    "Rows of UnDiMix Eq. 4's mean: anchor (as written: the N - 2 other images in the anchor's view) or both (both views of each other image).",
+    choices=("anchor", "both"),
 )
 
 QUEUE_AND_AUTOGRAD = (
-    "undimix with --undimix-uncertainty autograd cannot use a queue: Eq. (3)'s full last-layer gradient of a queued key "
+    "undimix with --undimix-uncertainty literal cannot use a queue: Eq. (3)'s full last-layer gradient of a queued key "
     "is not kept (use --undimix-uncertainty badge, or --queue-size 0)"
 )
+
+MOCO_SAMPLERS = ("ucl", "debiased", "hucl")
+"""The samplers of ``queue_mode: moco`` (:mod:`hcl_cli.objectives.moco`): each reweights the K queued keys."""
+
+
+def check_moco(sampler: str, label_positives: bool) -> None:
+    """A one-line usage error for a sampler, or same-label positives, that ``queue_mode: moco`` cannot run."""
+    if sampler not in MOCO_SAMPLERS:
+        raise UsageError(
+            f"--queue-mode moco runs {', '.join(MOCO_SAMPLERS)} (MoCo-v2's negatives are the queued keys alone); "
+            f"{sampler} needs --queue-mode batch"
+        )
+    if label_positives:
+        raise UsageError("--queue-mode moco has one positive per query (its key); --positives labels needs --queue-mode batch")
+
 
 RUNTIME_INPUTS: dict[str, str] = {
     "momentum_keys": "MomentumKeys: a momentum encoder's keys of the batch and its queue of earlier keys, the candidates of every sampler (MoCo; None: in-batch)",
     "head_inputs": "(h1, h2): the inputs of the projection head's last linear layer for both views (undimix)",
-    "head_layer": "the projection head's last linear layer, with .weight and .bias (undimix with undimix_uncertainty=autograd)",
+    "head_layer": "the projection head's last linear layer, with .weight and .bias (undimix with undimix_uncertainty=literal)",
     "undimix_attention": "(3,) learnable logits of the similarity, uncertainty and diversity weights (undimix with undimix_learned)",
 }
 """Tensors (not options) that :func:`~hcl_cli.objectives.contrastive_loss` takes from the trainer, by keyword."""
@@ -123,8 +154,9 @@ def linear_threshold(options: Mapping[str, Any], epoch: int, epochs: int) -> dic
     return {"threshold": threshold_at(options["threshold_start"], options["threshold_end"], epoch, epochs)}
 
 
+@functools.cache
 def entry_point(name: str) -> Callable[..., Any]:
-    """The function ``"module:function"`` names (imports its module on first use)."""
+    """The function ``"module:function"`` names (imports its module on first use; looked up once)."""
     module, _, function = name.partition(":")
     return getattr(importlib.import_module(module), function)
 
@@ -179,34 +211,44 @@ class Sampler:
 
 
 SAMPLERS: dict[str, Sampler] = {
-    "ucl": Sampler("hcl_cli.objectives.simclr:ucl", "SimCLR, Chen et al. 2020", (POSITIVES,)),
-    "debiased": Sampler("hcl_cli.objectives.hcl:debiased", "Chuang et al. 2020", (POSITIVES, TAU_PLUS)),
+    # Each entry's function is in the file its "module:function" names; tests/test_config.py resolves every one and
+    # checks its signature, (PairBatch, SamplerOptions) -> NegativeWeights, and that it reads only declared options.
+    "ucl": Sampler("hcl_cli.objectives.simclr:ucl", "SimCLR, Chen et al. 2020", (POSITIVES,)),  # hcl_cli/objectives/simclr.py
+    "debiased": Sampler(
+        "hcl_cli.objectives.hcl:debiased",  # hcl_cli/objectives/hcl.py
+        "Chuang et al. 2020",
+        (POSITIVES, TAU_PLUS, GRAPH_WEIGHTS),
+    ),
     "hucl": Sampler(
-        "hcl_cli.objectives.hcl:hucl",
+        "hcl_cli.objectives.hcl:hucl",  # hcl_cli/objectives/hcl.py
         "HCL, Robinson et al. 2021",
-        (POSITIVES, BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, TAU_PLUS, CLIP),
+        (POSITIVES, BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, TAU_PLUS, CLIP, GRAPH_WEIGHTS),
         schedule=annealed_beta,
     ),
-    "scl": Sampler("hcl_cli.objectives.hscl:scl", "H-SCL, Jiang et al.", supervised=True),
+    "scl": Sampler("hcl_cli.objectives.hscl:scl", "H-SCL, Jiang et al.", supervised=True),  # hcl_cli/objectives/hscl.py
     "hscl": Sampler(
-        "hcl_cli.objectives.hscl:hscl",
+        "hcl_cli.objectives.hscl:hscl",  # hcl_cli/objectives/hscl.py
         "H-SCL, Jiang et al.",
         (BETA, ANNEAL, ANNEAL_STEPS, DETACH_WEIGHTS, CLIP),
         supervised=True,
         schedule=annealed_beta,
     ),
     "hscl-threshold": Sampler(
-        "hcl_cli.objectives.hscl:hscl_threshold",
+        "hcl_cli.objectives.hscl:hscl_threshold",  # hcl_cli/objectives/hscl.py
         "H-SCL, Jiang et al.",
         (THRESHOLD_START, THRESHOLD_END),
         supervised=True,
         schedule=linear_threshold,
     ),
-    "ot": Sampler("hcl_cli.objectives.ot:ot", "HCL-OT, Jiang et al.", (POSITIVES, TAU_PLUS, OT_EPSILON, OT_COST, OT_KAPPA, OT_ITERATIONS)),
+    "ot": Sampler(
+        "hcl_cli.objectives.ot:ot",  # hcl_cli/objectives/ot.py
+        "HCL-OT, Jiang et al.",
+        (POSITIVES, TAU_PLUS, OT_EPSILON, OT_COST, OT_KAPPA, OT_ITERATIONS),
+    ),
     "undimix": Sampler(
-        "hcl_cli.objectives.undimix:undimix",
+        "hcl_cli.objectives.undimix:undimix",  # hcl_cli/objectives/undimix.py
         "UnDiMix, Tabassum et al.",
-        (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY),
+        (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY, UNDIMIX_DIVERSITY),
         head_inputs=True,
         key_features="hcl_cli.objectives.undimix:key_features",
         learned="hcl_cli.objectives.undimix:learned_tensors",

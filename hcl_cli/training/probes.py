@@ -8,7 +8,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hcl_cli.config import KnnConfig
 from hcl_cli.diagnostics import hscl_diagnostics
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import topk_accuracy
@@ -17,6 +16,9 @@ from hcl_cli.models import ContrastiveModel
 
 KNN_PROBE_BANK = 10_000
 KNN_PROBE_QUERIES = 2_000
+KNN_PROBE_SETTINGS = {"k": 200, "temperature": 0.5, "chunk_size": 1024, "bank_chunk_size": 32768}
+"""``hcl knn-eval``'s defaults, held here so that pretraining does not import (and depend on) knn-eval's
+declarations; tests/test_config.py keeps them equal."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class KnnProbe:
 
     The bank is a fixed random subset of at most 10,000 labelled train images, the queries one of
     at most 2,000 test images (never trained on); the weighted kNN of ``hcl knn-eval`` with its
-    default k (capped at the bank size) and temperature. A monitor of training, not a model
+    default k (capped at the bank size) and temperature (:data:`KNN_PROBE_SETTINGS`). A monitor of training, not a model
     selection: the final numbers come from ``embed`` + ``knn-eval`` on the full splits.
     """
 
@@ -37,7 +39,6 @@ class KnnProbe:
     card: Any
     """The training card: what the modality reads to embed (images: the per-channel mean and std)."""
     batch_size: int
-    knn: KnnConfig
 
     @classmethod
     def from_prepared(cls, folder: str, modality: Modality, card: Any, seed: int, batch_size: int) -> KnnProbe:
@@ -47,7 +48,7 @@ class KnnProbe:
         bank = torch.randperm(len(bank_labels), generator=generator)[:KNN_PROBE_BANK]
         queries = torch.randperm(len(query_labels), generator=generator)[:KNN_PROBE_QUERIES]
         return cls(
-            bank_samples[bank], bank_labels[bank], query_samples[queries], query_labels[queries], modality, card, batch_size, KnnConfig()
+            bank_samples[bank], bank_labels[bank], query_samples[queries], query_labels[queries], modality, card, batch_size
         )
 
     def __call__(self, model: nn.Module) -> float:
@@ -57,11 +58,8 @@ class KnnProbe:
             bank,
             self.bank_labels,
             queries.to(next(model.parameters()).device),
-            k=min(self.knn.k, len(bank)),
-            temperature=self.knn.temperature,
             num_classes=self.card.num_classes,
-            chunk_size=self.knn.chunk_size,
-            bank_chunk_size=self.knn.bank_chunk_size,
+            **(KNN_PROBE_SETTINGS | {"k": min(KNN_PROBE_SETTINGS["k"], len(bank))}),
         )
         return topk_accuracy(scores, self.query_labels, ks=(1,))[1]
 

@@ -2,7 +2,7 @@
 
 SimCLR's recipe as HCL trains it (Robinson et al., Sec. 5.1 and App. D.1): every image of a batch
 gives two independently augmented views, the encoder and projection head map both to ``z``, and
-:func:`hcl_cli.objectives.contrastive_loss` scores them under the sampler's negative
+:func:`hcl_cli.objectives.loss.sampler_loss` (the loss of :func:`hcl_cli.objectives.contrastive_loss`) scores them under the sampler's negative
 distribution; Adam with the papers' lr 1e-3 and weight decay 1e-6. On CUDA the encoder runs
 under bf16 autocast in channels_last, optionally ``torch.compile``-d; the loss is computed in
 float32. With ``--queue-size`` the anchors' candidates are a momentum key encoder's keys of the
@@ -12,21 +12,22 @@ batch and a queue of earlier keys (:mod:`hcl_cli.training.momentum`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from hcl_cli.augment import build_augmentation, resolve_recipe
-from hcl_cli.config import PretrainConfig
+from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.datasets import DatasetCard
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
 from hcl_cli.modality import StepResult
 from hcl_cli.models import ContrastiveModel, build_model, resolve_arch
-from hcl_cli.objectives import contrastive_loss
-from hcl_cli.objectives.core import MomentumKeys
+from hcl_cli.objectives.core import LossStats, MomentumKeys
+from hcl_cli.objectives.loss import sampler_loss
+from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
+from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.training.momentum import MomentumQueue
 
 
@@ -67,8 +68,11 @@ class TrainingStep:
         }
         return self.model if len(parts) == 1 else nn.ModuleDict(parts)
 
-    def __call__(self, images: Tensor, labels: Tensor, loss_options: dict[str, Any]) -> StepResult:
-        """Train on ``images`` with the loss options of the current epoch (:meth:`PretrainConfig.loss_options`)."""
+    def __call__(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
+        """Train on ``images`` with the sampler options of the current epoch (:meth:`PretrainConfig.loss_options`,
+        resolved once per epoch): the step adds its tensors and checks nothing."""
+        if self.queue is not None and self.queue.moco:
+            return self.moco_step(self.queue, images, loss_options)
         spec = self.spec
         self.optimizer.zero_grad(set_to_none=True)
         on_cuda = self.context.device.type == "cuda"
@@ -82,19 +86,15 @@ class TrainingStep:
         head_inputs = tuple(hidden.float().chunk(2)) if spec.head_inputs else None
         batch = self.context.gather_views(z1, z2, labels if spec.label_positives(loss_options) else None, head_inputs)
         keys = None if self.queue is None else self.momentum_keys(self.queue, views, batch.labels is not None)
-        loss, stats = contrastive_loss(
-            batch.z1,
-            batch.z2,
-            batch.labels,
-            sampler=self.sampler,
-            head_inputs=batch.head_inputs,
-            momentum_keys=keys,
-            anchor_mask=batch.anchor_mask,
-            return_stats=True,
-            **head,
-            **self.learned,
-            **loss_options,
-        )
+        options = loss_options.with_inputs(head_inputs=batch.head_inputs, momentum_keys=keys, **head, **self.learned)
+        loss, stats = sampler_loss(batch.z1, batch.z2, batch.labels, spec=spec, options=options, anchor_mask=batch.anchor_mask)
+        result = self.update(loss, stats)
+        if result.finite and self.queue is not None and keys is not None:
+            self.enqueue(self.queue, keys, batch.labels)
+        return result
+
+    def update(self, loss: Tensor, stats: LossStats) -> StepResult:
+        """Backward, the gradients' norm, and the optimizer step where the loss and gradients are finite."""
         (loss * self.context.loss_scale).backward()
         parameters = [*self.network.parameters(), *self.learned.parameters()]
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
@@ -104,8 +104,28 @@ class TrainingStep:
         result = StepResult(*values)
         if result.finite:
             self.optimizer.step()
-            if self.queue is not None and keys is not None:
-                self.enqueue(self.queue, keys, batch.labels)
+        return result
+
+    def moco_step(self, queue: MomentumQueue, images: Tensor, loss_options: SamplerOptions) -> StepResult:
+        """One step of MoCo-v2 (``queue_mode: moco``; moco/builder.py's forward, then the update): the first views'
+        queries through the model, the key encoder moved one step of its average and its keys of the second views
+        with shuffled BatchNorm, the loss of the queries against their keys and the K queued keys, and, after a
+        finite step, the global batch's keys enqueued."""
+        self.optimizer.zero_grad(set_to_none=True)
+        on_cuda = self.context.device.type == "cuda"
+        first, second = self.augment(images), self.augment(images)
+        if on_cuda:
+            first, second = (views.contiguous(memory_format=torch.channels_last) for views in (first, second))
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+            _, _, queries = self.network(first)
+            queue.follow(self.model)
+            keys = queue.encode_shuffled(second)
+        batch = self.context.gather_views(queries.float(), keys.float())
+        anchor_mask = None if batch.anchor_mask is None else batch.anchor_mask[: len(batch.z1)]
+        loss, stats = moco_sampler_loss(batch.z1, batch.z2, queue.keys, spec=self.spec, options=loss_options, anchor_mask=anchor_mask)
+        result = self.update(loss, stats)
+        if result.finite:
+            queue.push_keys(batch.z2.detach())
         return result
 
     def momentum_keys(self, queue: MomentumQueue, views: Tensor, labelled: bool) -> MomentumKeys:
@@ -149,7 +169,8 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
     queue = None
     if config.queue_size:
         feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0
-        queue = MomentumQueue(model, config.queue_size, config.momentum, torch.bfloat16 if on_cuda else torch.float32, feature_dim)
+        dtype = torch.bfloat16 if on_cuda else torch.float32
+        queue = MomentumQueue(model, config.queue_size, config.momentum, dtype, feature_dim, mode=config.queue_mode)
     network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
     network = torch.compile(network) if config.compile else network
     return model, TrainingStep(network, model, augment, optimizer, config.sampler, context, queue, learned)

@@ -1,0 +1,42 @@
+"""``hcl prepare``'s options: decode a dataset once into tensors, labels and a fixed split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hcl_cli.config.base import PREPARED, SEED_LIMIT, StageConfig, param, runtime
+
+DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder")
+
+
+@dataclass(init=False, frozen=True)
+class PrepareConfig(StageConfig):
+    """Decode a dataset once into uint8 tensors, labels and a fixed split."""
+
+    group: ClassVar[str] = "prepare"
+    command: ClassVar[str] = "prepare"
+    dataset: str = param(
+        "digits",
+        "Dataset: digits (bundled with scikit-learn, offline), cifar10, cifar100, stl10, or imagefolder (your own train/ and test/ class folders).",
+        choices=DATASETS,
+    )
+    path: str = param(
+        "data/raw", "Source folder: the download root for cifar10/cifar100/stl10, or the root holding train/ and test/ for imagefolder."
+    )
+    image_size: int = param(
+        0,
+        "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).",
+        minimum=0,
+        maximum=4096,
+    )
+    test_fraction: float = param(
+        0.25,
+        "Share of digits held out as the stratified test split (other datasets ship their own split).",
+        minimum=0.0,
+        maximum=1.0,
+        min_exclusive=True,
+        max_exclusive=True,
+    )
+    seed: int = param(0, "Seed of the train/test split.", minimum=0, maximum=SEED_LIMIT)
+    out: str = runtime(PREPARED, "Output folder for train/test(/unlabeled).safetensors and card.json.")

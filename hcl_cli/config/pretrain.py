@@ -1,0 +1,158 @@
+"""``hcl pretrain``'s options: the training's own, and the loss and sampler options of :mod:`hcl_cli.objectives.registry`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hcl_cli.config.base import BATCH_LIMIT, COUNT_LIMIT, DEVICES, PREPARED, RUNS, SEED_LIMIT, StageConfig, param, runtime
+from hcl_cli.errors import UsageError
+from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, SAMPLERS, Sampler, check_moco, sampler_options, users_label, users_of
+from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.option import Option
+
+ARCHS = ("auto", "small_cnn", "resnet18", "resnet50")
+
+
+@dataclass(init=False, frozen=True)
+class PretrainConfig(StageConfig):
+    """Contrastive pretraining of an encoder with a chosen negative sampler."""
+
+    group: ClassVar[str] = "pretrain"
+    command: ClassVar[str] = "pretrain"
+    sampler: str = param(
+        "hucl",
+        "Negative sampler q(x-|x): " + ", ".join(f"{name} ({spec.paper})" for name, spec in SAMPLERS.items()) + ".",
+        choices=tuple(SAMPLERS),
+    )
+    arch: str = param(
+        "auto", "Encoder: small_cnn, resnet18, resnet50, or auto (small_cnn for images of 16 px or less, else resnet18).", choices=ARCHS
+    )
+    projection_dim: int = param(128, "Output size of the projection head.", minimum=1, maximum=65536)
+    epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
+    batch_size: int = param(256, "Images per batch (each gives two views).", minimum=2, maximum=BATCH_LIMIT)
+    queue_size: int = param(
+        0,
+        "Keys of earlier batches that every sampler also contrasts with (MoCo-v2's queue; HCL App. C.1 uses 65536): "
+        "a momentum key encoder encodes both views, and each anchor's candidates are the batch's keys and the queue. "
+        "Even (both views of an image enter it); 0: in-batch negatives only.",
+        minimum=0,
+        maximum=2**24,
+    )
+    momentum: float = param(
+        0.99,
+        "Momentum m of the key encoder, theta_k <- m theta_k + (1 - m) theta_q every step (MoCo-v2's code: 0.999, its CIFAR demo: 0.99; read only with a queue).",
+        minimum=0.0,
+        maximum=1.0,
+        max_exclusive=True,
+    )
+    queue_mode: str = param(
+        "batch",
+        "How the queue is used: moco (MoCo-v2 as facebookresearch/moco's builder.py runs it: queries of the first view, the "
+        "second view's key as the positive, the K queued keys alone as negatives, only keys enqueued, the queue started as random "
+        "unit vectors, the key encoder's BatchNorm shuffled in splits; ucl, debiased and hucl) or batch (both views are anchors "
+        "against the batch's 2B keys and the queue, both views enqueued; every sampler).",
+        choices=("batch", "moco"),
+    )
+    lr: float = param(1e-3, "Adam learning rate.", minimum=1e-8, maximum=10.0)
+    weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
+    blur: bool = param(False, "Add Gaussian blur to the augmentations.")
+    seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
+    eval_every: int = param(
+        0,
+        "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).",
+        minimum=0,
+        maximum=1_000_000,
+    )
+    max_steps: int = param(
+        0,
+        "Stop after this many optimisation steps in total (0: no limit); the checkpoint, the log and the encoder are written as at the end of an epoch.",
+        minimum=0,
+        maximum=COUNT_LIMIT,
+    )
+    checkpoint_every: int = param(
+        0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0, maximum=COUNT_LIMIT
+    )
+    compile: bool = param(False, "torch.compile the encoder (CUDA).")
+    sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
+    data: str = runtime(PREPARED, "Prepared dataset folder (from hcl prepare).")
+    out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
+    live_dir: str = runtime(
+        f"{RUNS}/dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out)."
+    )
+    resume: bool = runtime(
+        False,
+        "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.",
+    )
+    restart_on_change: bool = runtime(
+        False,
+        "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).",
+    )
+    device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    """The loss and sampler options (temperature, beta, ...), checked, by name, as params.yaml holds them;
+    declared in :mod:`hcl_cli.objectives.registry`."""
+    _resolved: SamplerOptions = field(init=False, repr=False, compare=False)
+    """The same, resolved once (parsed, at the first epoch): what :meth:`loss_options` derives each epoch's options from."""
+
+    @classmethod
+    def extra_options(cls) -> tuple[Option, ...]:
+        """The loss and sampler options, with the samplers that read each named in the help."""
+        return tuple(dataclasses.replace(option, help=f"{option.help} ({users_label(option.name)})") for option in sampler_options())
+
+    def keep_extra(self, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "sampler_options", values)
+        object.__setattr__(self, "_resolved", SamplerOptions.from_checked(self.spec, values))
+
+    def check(self) -> None:
+        if self.queue_size % 2:
+            raise UsageError(f"--queue-size must be even: both views of every image enter the queue (got {self.queue_size})")
+        if self.queue_size and self.queue_mode == "moco":
+            check_moco(self.sampler, self.needs_labels)
+        if self.queue_size and self.reads("undimix_uncertainty") and self.sampler_options["undimix_uncertainty"] == "literal":
+            raise UsageError(QUEUE_AND_AUTOGRAD)
+
+    def params(self) -> dict[str, Any]:
+        return {name: self.sampler_options[name] if name in self.sampler_options else getattr(self, name) for name in self.param_names()}
+
+    @property
+    def spec(self) -> Sampler:
+        """The registry entry of ``sampler``."""
+        return SAMPLERS[self.sampler]
+
+    @property
+    def needs_labels(self) -> bool:
+        """Whether the loss reads labels: a supervised sampler, or same-label positives (``positives=labels``)."""
+        return self.spec.label_positives(self.sampler_options)
+
+    def reads(self, option: str) -> bool:
+        """Whether this run's sampler reads the loss or sampler option ``option``."""
+        return self.sampler in users_of(option)
+
+    def used_params(self) -> dict[str, Any]:
+        """The parameters this run's sampler reads: the training ones, the loss's and the sampler's own."""
+        return {name: value for name, value in self.params().items() if name not in self.sampler_options or self.reads(name)}
+
+    def ignored_changes(self) -> list[str]:
+        """Warnings for the sampler options set away from their defaults that this run's sampler does not read
+        (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model every time)."""
+        momentum = next(option for option in self.declared_options() if option.name == "momentum")
+        unread = (
+            [f"momentum = {self.momentum!r} is not read without a queue (queue_size 0)"]
+            if not self.queue_size and self.momentum != momentum.default
+            else []
+        )
+        return unread + [
+            f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
+            for option in sampler_options()
+            if self.sampler_options[option.name] != option.default and not self.reads(option.name)
+        ]
+
+    def loss_options(self, epoch: int) -> SamplerOptions:
+        """The sampler's options in ``epoch`` (0-based), its scheduled values (beta, threshold) of that epoch:
+        built from the values checked at construction, checking nothing (the training loop calls it once per epoch).
+
+        As a mapping, the options the sampler reads: ``contrastive_loss(..., sampler=self.sampler, **options)``
+        is the training's loss."""
+        return self._resolved.at_epoch(self.spec, epoch, self.epochs)
