@@ -25,13 +25,14 @@ from PIL import Image
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig
 from hcl_cli.datasets import DatasetCard, load_card
-from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, loss_key
+from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, HardNegatives, loss_key
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.metrics import EvaluationMetrics, save_metrics
 from hcl_cli.models import build_model, save_encoder
 from hcl_cli.report.figures import FIGURE_FILES
 from hcl_cli.report.inputs import TrainedEncoder
 from hcl_cli.report.markdown import code, inline, labels_note, linear_protocol
+from hcl_cli.report.plots import plot_hard_negatives
 from hcl_cli.report.writer import publish
 from hcl_cli.stages import embed, knn_eval, prepare, report
 from hcl_cli.stats import wilson_interval
@@ -530,3 +531,12 @@ def test_inline_text_escapes_only_what_could_change_the_structure() -> None:
     assert inline('x $(touch PWNED) "quoted" `y` ; z_1 *b*') == 'x $(touch PWNED) "quoted" `y` ; z_1 *b*'
     assert inline("<b>&amp;</b>\n# [x](y)|") == r"\<b\>\&amp;\</b\> \# \[x\](y)\|"
     assert code("a|b", cell=True) == r"`a\|b`"
+
+
+def test_class_names_are_drawn_as_written(tmp_path: Path) -> None:
+    """A class folder named like mathtext (``$\\foo$``) is a label, not a formula matplotlib fails to parse."""
+    images = torch.zeros(3, 1, 8, 8, dtype=torch.uint8)
+    rows = [HardNegatives(0, [1, 2], [0.6, 0.4])]
+    path = tmp_path / "hard_negatives.png"
+    plot_hard_negatives(rows, images, torch.tensor([0, 1, 2]), ["$\\foo$", "a$b", "$x$"], path, title="grid")
+    assert path.read_bytes()[:8] == PNG_MAGIC

@@ -116,16 +116,21 @@ def plot_hard_negatives(
     for axis_row, row in zip(axes, rows):
         anchor_class = int(labels[row.anchor])
         show_image(axis_row[0], images[row.anchor])
-        axis_row[0].set_title(f"anchor\n{classes[anchor_class]}", fontsize=9, fontweight="bold")
+        axis_row[0].set_title(f"anchor\n{literal(classes[anchor_class])}", fontsize=9, fontweight="bold")
         for axis, index, weight in zip(axis_row[1:], row.indices, row.weights):
             show_image(axis, images[index])
             negative_class = int(labels[index])
             colour = COLLISION_COLOUR if negative_class == anchor_class else "black"
-            axis.set_title(f"{classes[negative_class]}\nw={weight:.3g}", fontsize=8, color=colour)
+            axis.set_title(f"{literal(classes[negative_class])}\nw={weight:.3g}", fontsize=8, color=colour)
         for axis in axis_row[1 + len(row.indices) :]:
             axis.axis("off")
     figure.suptitle(title, fontsize=11, y=1 - 0.1 / height, va="top")
     save_png(figure, path)
+
+
+def literal(text: str) -> str:
+    """``text`` (a class name, a folder's name) drawn as written: each ``$`` escaped, so matplotlib parses no mathtext."""
+    return text.replace("$", r"\$")
 
 
 def show_image(axis: plt.Axes, image: torch.Tensor) -> None:
