@@ -12,11 +12,17 @@ that drifts in machine load hit every K alike; each repetition's step time is di
 K = 0 step of the same repetition, and the median of those ratios is reported with the median
 step time, for wall-clock and for the process's CPU time. Also recorded: the queue's size in
 memory (keys, labels and the sampler's key features, in the training precision) and the
-(2B, 2B + K) similarity matrix of the loss in float32. Run from the repository root::
+similarity matrix of the loss in float32. Run from the repository root::
 
     python -m benchmarks.bench_queue --threads 2
+    python -m benchmarks.bench_queue --threads 2 --queue-mode moco --samplers ucl hucl
 
-It writes ``benchmarks/results/queue_cpu.json`` (``queue_<device>.json`` off the CPU).
+It writes ``benchmarks/results/queue_cpu.json`` (``queue_<device>.json`` off the CPU), and with
+``--queue-mode moco`` (MoCo-v2: B queries of one view against their keys and the K queued keys,
+the key encoder on the other view with shuffled BatchNorm; the queue starts full of random keys)
+``queue_moco.json`` (``queue_moco_<device>.json``), K = 0 being the in-batch step of the same
+sampler. With several ``--samplers`` every (sampler, K) is timed in the same interleaved loop and
+the results are grouped by sampler.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ def queue_bytes(step: TrainingStep) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sampler", default="hucl", help="the sampler of every run (default: hucl, the default of hcl pretrain)")
+    parser.add_argument("--samplers", nargs="+", default=["hucl"], help="the samplers to time (default: hucl, the default of hcl pretrain)")
+    parser.add_argument("--queue-mode", default="batch", choices=("batch", "moco"), help="how the queue is used (pretrain.queue_mode)")
     parser.add_argument(
         "--queue-sizes", type=int, nargs="+", default=list(QUEUE_SIZES), help="values of K; 0 is the baseline and always runs"
     )
@@ -67,43 +74,50 @@ def main() -> None:
         card = prepared(Path(scratch) / "digits", dataset="digits")
         images, labels = load_split(Path(scratch) / "digits", "train", device)
         configs, steps = {}, {}
-        for size in sizes:
-            configs[size] = PretrainConfig(
-                sampler=args.sampler,
-                arch="small_cnn",
-                projection_dim=args.projection_dim,
-                batch_size=args.batch_size,
-                queue_size=size,
-                device=args.device,
-                seed=SEED,
-            )
-            context.seed_everything(SEED)
-            steps[size] = build_training(configs[size], card, context)[1]
-            if steps[size].queue is not None:
-                full = torch.randn(size, args.projection_dim, generator=torch.Generator().manual_seed(SEED)).to(device)
-                steps[size].queue.push(full, torch.zeros(size // 2, dtype=torch.int64, device=device))
+        for sampler in args.samplers:
+            for size in sizes:
+                configs[sampler, size] = PretrainConfig(
+                    sampler=sampler,
+                    arch="small_cnn",
+                    projection_dim=args.projection_dim,
+                    batch_size=args.batch_size,
+                    queue_size=size,
+                    queue_mode=args.queue_mode,
+                    device=args.device,
+                    seed=SEED,
+                )
+                context.seed_everything(SEED)
+                step = steps[sampler, size] = build_training(configs[sampler, size], card, context)[1]
+                if step.queue is not None and not step.queue.moco:
+                    full = torch.randn(size, args.projection_dim, generator=torch.Generator().manual_seed(SEED)).to(device)
+                    step.queue.push(full, torch.zeros(size // 2, dtype=torch.int64, device=device))
         wall, cpu = interleaved_step_times(steps, configs, images, labels, args.batch_size, args.warmup, args.repeats, SEED)
 
-    results = {}
-    for size in sizes:
-        ratio = median_ratio(wall[size], wall[0])
-        results[str(size)] = {
-            "median_step_ms": round(1e3 * statistics.median(wall[size]), 3),
-            "ratio_to_k0": round(ratio, 4),
-            "median_step_cpu_ms": round(1e3 * statistics.median(cpu[size]), 3),
-            "cpu_ratio_to_k0": round(median_ratio(cpu[size], cpu[0]), 4),
-            "candidates_per_anchor": 2 * args.batch_size + size,
-            "queue_bytes": queue_bytes(steps[size]),
-            "similarity_matrix_bytes": 2 * args.batch_size * (2 * args.batch_size + size) * 4,
-        }
-        row = results[str(size)]
-        print(
-            f"K = {size:6d}  {row['median_step_ms']:9.2f} ms {ratio:7.3f}x   cpu {row['median_step_cpu_ms']:9.2f} ms {row['cpu_ratio_to_k0']:7.3f}x   queue {row['queue_bytes'] / 2**20:8.2f} MiB"
-        )
+    anchors = args.batch_size if args.queue_mode == "moco" else 2 * args.batch_size
+    results: dict[str, dict[str, dict[str, float | int]]] = {}
+    for sampler in args.samplers:
+        results[sampler] = {}
+        for size in sizes:
+            ratio = median_ratio(wall[sampler, size], wall[sampler, 0])
+            candidates = 2 * args.batch_size if size == 0 else (1 + size if args.queue_mode == "moco" else 2 * args.batch_size + size)
+            row = results[sampler][str(size)] = {
+                "median_step_ms": round(1e3 * statistics.median(wall[sampler, size]), 3),
+                "ratio_to_k0": round(ratio, 4),
+                "median_step_cpu_ms": round(1e3 * statistics.median(cpu[sampler, size]), 3),
+                "cpu_ratio_to_k0": round(median_ratio(cpu[sampler, size], cpu[sampler, 0]), 4),
+                "candidates_per_anchor": candidates,
+                "queue_bytes": queue_bytes(steps[sampler, size]),
+                "similarity_matrix_bytes": (2 * args.batch_size if size == 0 else anchors) * candidates * 4,
+            }
+            print(
+                f"{sampler:8s} K = {size:6d}  {row['median_step_ms']:9.2f} ms {ratio:7.3f}x   cpu {row['median_step_cpu_ms']:9.2f} ms "
+                f"{row['cpu_ratio_to_k0']:7.3f}x   queue {row['queue_bytes'] / 2**20:8.2f} MiB"
+            )
     payload = {
-        "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, key encoder average and forward, forward, loss over batch + queue, backward, grad norm, Adam, enqueue)",
+        "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, key encoder average and forward, forward, loss over the candidates, backward, grad norm, Adam, enqueue)",
+        "queue_mode": args.queue_mode,
         "model": f"small_cnn on prepared digits {card.image_shape}, projection_dim {args.projection_dim}",
-        "sampler": args.sampler,
+        "samplers": args.samplers,
         "queue_dtype": str(next(step.queue.keys.dtype for step in steps.values() if step.queue is not None)).removeprefix("torch.")
         if len(sizes) > 1
         else None,
@@ -115,7 +129,9 @@ def main() -> None:
         "load_average_1min": {"before": load_before, "after": load_average()},
         "results": results,
     }
-    write_result("queue_cpu" if device.type == "cpu" else f"queue_{device.type}", payload, device)
+    stem = "queue_moco" if args.queue_mode == "moco" else "queue"
+    on_cpu = device.type == "cpu"
+    write_result(stem if on_cpu and args.queue_mode == "moco" else f"{stem}_{device.type}", payload, device)
 
 
 if __name__ == "__main__":
