@@ -11,11 +11,15 @@ size, is a one-line usage error that gives the range. This module imports nothin
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hcl_cli.errors import UsageError
+
+EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+"""A number like ``1e-3``: YAML 1.2 reads it as a float, PyYAML (YAML 1.1) as a string; a params.yaml means the number."""
 
 
 def option_name(name: str) -> str:
@@ -61,7 +65,8 @@ class Option:
         """``value`` converted to this option's type, or a one-line :class:`UsageError` naming it.
 
         ``where`` names the source in messages (``params.yaml: pretrain.beta``); the default is the
-        command-line flag. Integers are accepted for floats; nothing else is coerced.
+        command-line flag. Integers, and strings like ``1e-3`` (:data:`EXPONENT_FLOAT`), are accepted for floats;
+        nothing else is coerced.
         """
         label = where or self.flag
         value = self._typed(value, label)
@@ -111,6 +116,8 @@ class Option:
                     return float(value)
                 except OverflowError:  # an integer of more than 308 digits
                     raise UsageError(f"{label} must be <= {self.maximum} (got {shown(value)}){self._range}") from None
+            if isinstance(value, str) and EXPONENT_FLOAT.fullmatch(value):
+                return self._typed(float(value), label)
             raise UsageError(f"{label} must be a number (got {shown(value)})")
         if isinstance(value, str) or self.parse is not None:
             return value  # a parsed option also takes its parsed form (e.g. a tuple of floats); parse checks it

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,11 +23,14 @@ import yaml
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, PretrainConfig
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.registry import users_of
+from hcl_cli.objectives.registry import SAMPLERS, entry_point, sampler_options, users_of
+from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.option import Option
 from hcl_cli.params import default_params_yaml, sampler_options_markdown, stage_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+REGISTRY_SOURCE = (ROOT / "hcl_cli" / "objectives" / "registry.py").read_text()
 CLOSURE = """
 import ast, importlib, json, sys
 from pathlib import Path
@@ -261,3 +270,262 @@ def test_a_new_sampler_from_the_readme_appears_everywhere_with_no_other_edit(
     assert (tmp_path / "models" / "encoder.safetensors").is_file()
     assert "hcl_cli/objectives/topk.py" in imported_files("pretrain", toy_package / "hcl_cli", toy_package)
     assert "hcl_cli/objectives" in DVC["stages"]["pretrain"]["deps"], "dvc.yaml's pretrain deps cover the new module as they are"
+
+
+# Check once: the configuration is checked at the stage's entry, and nothing below it checks again.
+
+
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every call of the validators (``Option.check``, ``SamplerOptions.resolve``) from now on."""
+    calls: list[str] = []
+    check, resolve = Option.check, SamplerOptions.resolve.__func__  # type: ignore[attr-defined]
+
+    def counting_check(self: Option, value: Any, *, where: str | None = None) -> Any:
+        calls.append(f"check {self.name}")
+        return check(self, value, where=where)
+
+    def counting_resolve(cls: type[SamplerOptions], sampler: Any, given: Any) -> SamplerOptions:
+        calls.append("resolve")
+        return resolve(cls, sampler, given)
+
+    monkeypatch.setattr(Option, "check", counting_check)
+    monkeypatch.setattr(SamplerOptions, "resolve", classmethod(counting_resolve))
+    return calls
+
+
+@pytest.mark.parametrize("sampler", ["hucl", "hscl-threshold", "ot", "undimix"])
+def test_training_steps_check_no_option(
+    sampler: str, prepared_digits: Callable[[float], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None
+) -> None:
+    """The step takes the epoch's options resolved once (``loss_options``) and the loss checks nothing:
+    no validator runs in three steps and the epochs' options (the public loss would resolve per call)."""
+    import torch
+
+    from hcl_cli.datasets import load_card, load_split
+    from hcl_cli.distributed import DistributedContext
+    from hcl_cli.training.step import build_training
+
+    data = prepared_digits(0.9)
+    extra = {"undimix_learned": True} if sampler == "undimix" else {}
+    config = PretrainConfig(sampler=sampler, epochs=3, batch_size=16, anneal="paper", data=str(data), out=str(tmp_path), **extra)
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    context.seed_everything(0)
+    _, step = build_training(config, load_card(data), context)
+    images, labels = load_split(data, "train")
+    calls = counted(monkeypatch)
+    for epoch in range(3):
+        options = config.loss_options(epoch)
+        assert step(images[16 * epoch : 16 * epoch + 16], labels[16 * epoch : 16 * epoch + 16], options).finite
+    assert calls == []
+
+
+def test_the_public_loss_checks_its_options_once_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from hcl_cli.objectives import contrastive_loss
+
+    calls = counted(monkeypatch)
+    z1, z2 = torch.randn(8, 4), torch.randn(8, 4)
+    contrastive_loss(z1, z2, sampler="hucl", beta=2.0)
+    assert calls.count("resolve") == 1 and calls.count("check beta") == 1
+    with pytest.raises(UsageError, match="--beta must be <= 1000.0"):
+        contrastive_loss(z1, z2, sampler="hucl", beta=1e4)
+
+
+def test_a_params_file_value_is_checked_once_and_named_by_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "params.yaml").write_text("pretrain:\n  beta: 2.5\n  epochs: 3\n")
+    seen: list[PretrainConfig] = []
+    monkeypatch.setitem(__import__("hcl_cli.cli").cli.STAGE_RUNNERS, PretrainConfig, seen.append)
+    calls = counted(monkeypatch)
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--params", str(tmp_path / "params.yaml")])
+    assert seen and calls.count("check beta") == 1 and calls.count("check epochs") == 1
+    (tmp_path / "params.yaml").write_text("pretrain:\n  beta: -1\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pretrain", "--params", str(tmp_path / "params.yaml")])
+    assert exit_info.value.code == 2
+    assert f"{tmp_path / 'params.yaml'}: pretrain.beta must be >= 0.0 (got -1.0)" in capsys.readouterr().err
+
+
+def test_a_stage_configuration_is_frozen() -> None:
+    config = PretrainConfig(sampler="hucl")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.epochs = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="frozen"):
+        config.loss_options(0).beta = 3.0  # type: ignore[misc]
+
+
+# Follow a sampler by reading imports: every entry point resolves to what it claims.
+
+
+def read_options(module: Any) -> set[str]:
+    """The names a module reads from its ``options`` argument: ``options.x``, ``options["x"]``, ``options.get("x")``."""
+    names = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "options" and node.attr != "get":
+            names.add(node.attr)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "options":
+            names.add(ast.literal_eval(node.slice))
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "options.get":
+            names.add(ast.literal_eval(node.args[0]))
+    return names
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_every_sampler_entry_point_is_a_function_of_a_batch_and_its_options(name: str) -> None:
+    from hcl_cli.objectives.core import NegativeWeights, PairBatch
+    from hcl_cli.objectives.registry import RUNTIME_INPUTS
+    from hcl_cli.objectives.sampler_options import scheduled_names
+
+    spec = SAMPLERS[name]
+    function = spec.load()
+    module = sys.modules[function.__module__]
+    (line,) = [line for line in REGISTRY_SOURCE.splitlines() if f'"{spec.weights}"' in line]
+    assert line.endswith(f"# {Path(module.__file__).relative_to(ROOT).as_posix()}"), "each entry names its function's file"
+    hints = typing.get_type_hints(function)
+    batch, options = inspect.signature(function).parameters
+    assert issubclass(PairBatch, hints[batch]) and hints[options] is SamplerOptions and hints["return"] is NegativeWeights
+    declared = {option.name for option in sampler_options()} | scheduled_names() | RUNTIME_INPUTS.keys()
+    assert read_options(module) <= declared, f"{module.__name__} reads undeclared options {sorted(read_options(module) - declared)}"
+    for entry in (spec.key_features, spec.learned):
+        if entry is not None:
+            assert callable(entry_point(entry))
+
+
+# Every number has a range; a value outside it is refused, by the command line and by params.yaml.
+
+NUMBERS = [
+    (config_cls, option)
+    for config_cls in STAGE_CONFIGS
+    for option in config_cls.declared_options()
+    if option.type in (int, float) and not option.runtime
+]
+
+
+@pytest.mark.parametrize(("config_cls", "option"), NUMBERS, ids=[f"{c.command}-{o.name}" for c, o in NUMBERS])
+def test_every_number_declares_a_finite_range_holding_its_default(config_cls: type, option: Option) -> None:
+    assert math.isfinite(option.minimum) and math.isfinite(option.maximum) and option.minimum < option.maximum
+    assert option.check(option.default) == option.default
+    with pytest.raises(ValueError, match="finite declared minimum and maximum"):
+        dataclasses.replace(option, maximum=None)
+
+
+def outside(option: Option) -> list[str]:
+    """Values outside ``option``'s range as a user would type them: huge, 300 digits, and below it (subnormal for a positive minimum)."""
+    if option.type is int:
+        return [str(10**300), str(option.minimum - 1), str(option.maximum + 1)]
+    below = "5e-324" if option.minimum > 0 else repr(option.minimum - (option.maximum - option.minimum))
+    return ["1e308", below, str(10**300), str(10**400)]
+
+
+@pytest.mark.parametrize(("config_cls", "option"), NUMBERS, ids=[f"{c.command}-{o.name}" for c, o in NUMBERS])
+def test_a_number_outside_its_range_is_a_one_line_usage_error_naming_the_option_and_its_range(
+    config_cls: type, option: Option, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[object] = []
+    monkeypatch.setitem(__import__("hcl_cli.cli").cli.STAGE_RUNNERS, config_cls, ran.append)
+    params = tmp_path / "params.yaml"
+    for value in outside(option):
+        params.write_text(f"{config_cls.group}:\n  {option.name}: {value}\n")
+        for args, label in (([option.flag, value], option.flag), (["--params", str(params)], f"{config_cls.group}.{option.name}")):
+            with pytest.raises(SystemExit) as exit_info:
+                main([config_cls.command, *args])
+            err = capsys.readouterr().err.strip()
+            assert exit_info.value.code == 2 and len(err.splitlines()) == 1, (value, err)
+            assert label in err and f"its range is {option.range}" in err and len(err) < 300, err
+    assert ran == []
+
+
+LOSS_BOUNDS = [
+    (name, option)
+    for option in sampler_options()
+    if option.type is float
+    for name in SAMPLERS
+    if option.name in {o.name for o in SAMPLERS[name].options} or option.name == "temperature"
+]
+
+
+@pytest.mark.parametrize(("sampler", "option"), LOSS_BOUNDS, ids=[f"{s}-{o.name}" for s, o in LOSS_BOUNDS])
+def test_every_float_sampler_option_at_its_bounds_gives_a_finite_loss_and_gradient(sampler: str, option: Option) -> None:
+    """The declared ranges keep the loss meaningful: at either end it and its gradient are finite."""
+    import torch
+
+    from hcl_cli.objectives import contrastive_loss
+
+    generator = torch.Generator().manual_seed(0)
+    z1, z2 = (torch.randn(8, 16, generator=generator, requires_grad=True) for _ in range(2))
+    labels, heads = torch.arange(8) % 3, (torch.randn(8, 32, generator=generator), torch.randn(8, 32, generator=generator))
+    extra = {"ot_cost": "exp"} if option.name == "ot_kappa" else {}
+    for bound in (option.minimum, option.maximum):
+        value = math.nextafter(bound, 0.0) if (option.max_exclusive and bound == option.maximum) else bound
+        loss = contrastive_loss(z1, z2, labels, sampler=sampler, head_inputs=heads, **{option.name: value}, **extra)
+        (grad1, grad2) = torch.autograd.grad(loss, (z1, z2))
+        assert torch.isfinite(loss) and torch.isfinite(grad1).all() and torch.isfinite(grad2).all(), (option.name, value)
+
+
+def test_the_knn_probe_runs_knn_evals_defaults() -> None:
+    from hcl_cli.config.knn import KnnConfig
+    from hcl_cli.training.probes import KNN_PROBE_SETTINGS
+
+    assert KNN_PROBE_SETTINGS == {name: getattr(KnnConfig(), name) for name in KNN_PROBE_SETTINGS}
+
+
+# Help and standard output.
+
+
+def test_help_keeps_brackets_and_lists_debug(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help"])
+    text = capsys.readouterr().out
+    assert "E_q[z_i.z_j] - z_i.z_p" in text and "Range [0.001, 1000.0]" in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--debug" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["params"], ["params", "--table"], ["--help"], ["knn-eval", "--help"]])
+def test_a_write_error_on_standard_output_exits_1_with_one_line(args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "hcl_cli", *args], stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"hcl{' ' + args[0] if args[0] != '--help' else ''}: error: cannot write to standard output: No space left on device"
+    ]
+
+
+@pytest.mark.slow
+def test_editing_a_knn_help_text_changes_only_knn_eval_under_real_dvc(tmp_path: Path) -> None:
+    """dvc status after ``dvc repro knn-eval``: a knn-eval option's help edited marks knn-eval alone changed
+    (prepare, pretrain and embed stay cached); a help text of the front end (cli.py) marks none."""
+
+    def run(*args: str) -> str:
+        result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"{' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        return result.stdout
+
+    def changed() -> set[str]:
+        return set(json.loads(run("dvc", "status", "--json", "knn-eval", "--with-deps") or "{}"))
+
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "hcl_cli", tmp_path / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    params = yaml.safe_load(default_params_yaml())
+    params["pretrain"] |= {"epochs": 1, "batch_size": 64}
+    params["knn"] |= {"k": 10}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run("git", "init", "-q")
+    run("dvc", "init", "-q")
+    run("dvc", "config", "core.analytics", "false")
+    run("dvc", "repro", "knn-eval")
+    assert changed() == set()
+
+    cli = tmp_path / "hcl_cli" / "cli.py"
+    cli.write_text(cli.read_text().replace('DEBUG_HELP = "Show', 'DEBUG_HELP = "Print'))
+    assert changed() == set(), "the command line's front end is no stage's dependency"
+    knn = tmp_path / "hcl_cli" / "config" / "knn.py"
+    knn.write_text(knn.read_text().replace('"Neighbours that vote."', '"Nearest neighbours that vote."'))
+    assert changed() == {"knn-eval"}
