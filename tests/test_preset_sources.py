@@ -21,6 +21,7 @@ Sources, as published:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -191,3 +192,19 @@ def test_the_notes_name_what_the_code_does_beyond_the_paper() -> None:
         assert "--moco-m" in PRESETS[name].note and "--moco-t 0.2" in PRESETS[name].note and "T 0.1, m 0.99, K 4096" in PRESETS[name].note
     for name in ("undimix-cifar10-undimix", "undimix-cifar100-su", "undimix-tinyimagenet-fixed"):
         assert "Un-Mix" in PRESETS[name].note
+
+
+def test_the_readme_deviations_table_names_what_the_presets_run_differently() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("| what | the paper or its code | `hcl` | why |") :].split("\n\n")[0]
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in table.splitlines()[2:]}
+    assert "(0.4914, 0.4822, 0.4465)" in rows["input normalisation"] and "(0.2023, 0.1994, 0.2010)" in rows["input normalisation"]
+    assert "`type=bool`" in rows["H-SCL weight gradient"] and "beta < 1" in rows["H-SCL weight gradient"]
+    assert "401 epochs" in rows["HCL-OT epochs"]
+    assert "Un-Mix" in rows["UnDiMix base"] and "SGD lr 0.03" in rows["MoCo-v2 optimiser and head"]
+    assert {
+        "MoCo-v2 BatchNorm shuffle",
+        "samplers on MoCo-v2",
+        "UnDiMix weights in the loss",
+        "batch size of H-SCL and HCL-OT",
+    } <= rows.keys()
