@@ -123,7 +123,10 @@ def test_each_dvc_stage_reads_its_own_group_and_pastes_no_parameter_into_its_com
 @pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
 def test_dvc_deps_are_exactly_the_files_the_stage_imports(config_cls: type) -> None:
     module = config_cls.command.replace("-", "_")
-    assert declared_code_deps(config_cls.command) == imported_files(module)
+    imported = imported_files(module)
+    assert declared_code_deps(config_cls.command) == imported, "dvc.yaml's deps of this stage should be:\n" + "\n".join(
+        f"      - {name}" for name in sorted(imported)
+    )
 
 
 @pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
