@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from hcl_cli.artifacts import TensorSpec, library_versions, load_artifact, save_artifact
-from hcl_cli.config import FEATURES
+from hcl_cli.config.base import FEATURES
 from hcl_cli.errors import HclError, UsageError
 
 EMBEDDINGS_KIND = "embeddings"

@@ -20,7 +20,7 @@ from hcl_cli.errors import UsageError
 from hcl_cli.models import ContrastiveModel, EncoderSidecar, check_fits_dataset, encode, load_encoder, save_encoder
 
 if TYPE_CHECKING:
-    from hcl_cli.config import PretrainConfig
+    from hcl_cli.config.pretrain import PretrainConfig
     from hcl_cli.distributed import DistributedContext
     from hcl_cli.training.step import TrainingStep
 

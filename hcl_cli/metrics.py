@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import is_finite_number, read_json, write_json
-from hcl_cli.config import StageConfig
+from hcl_cli.config.base import StageConfig
 from hcl_cli.errors import HclError, UsageError
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
     from torch import Tensor, nn
 
-    from hcl_cli.config import PretrainConfig
+    from hcl_cli.config.pretrain import PretrainConfig
     from hcl_cli.distributed import DistributedContext
 
 MODALITIES: dict[str, str] = {
@@ -139,6 +139,8 @@ def modality_named(name: str) -> Modality:
 def modality_of(folder: str | Path) -> Modality:
     """The modality that wrote the prepared ``folder``, from its ``card.json`` (``image`` when unnamed)."""
     card = Path(folder) / "card.json"
+    if card.exists() and not card.is_file():  # a FIFO would block the read forever
+        raise HclError(f"{card}: not a regular file")
     try:
         name = json.loads(card.read_text(encoding="utf-8")).get("modality", "image")
     except FileNotFoundError:

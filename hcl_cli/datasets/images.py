@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -24,8 +24,10 @@ from PIL import Image
 from tqdm import tqdm
 
 from hcl_cli.artifacts import first_line
-from hcl_cli.config import PrepareConfig
 from hcl_cli.errors import HclError, UsageError
+
+if TYPE_CHECKING:  # a type only: the stages that read prepared data do not depend on prepare's options
+    from hcl_cli.config.prepare import PrepareConfig
 
 DOWNLOAD_SOCKET_TIMEOUT_S = 30.0
 MAX_SKIP_WARNINGS = 10

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from hcl_cli.artifacts import write_text
-from hcl_cli.config import STAGE_CONFIGS
+from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.objectives.registry import SAMPLERS, users_of
 from hcl_cli.stats import wilson_interval

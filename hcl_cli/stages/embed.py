@@ -12,8 +12,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from hcl_cli.artifacts import check_outputs_apart, check_replaceable
-from hcl_cli.config import EmbedConfig
+from hcl_cli.config.embed import EmbedConfig
 from hcl_cli.embeddings import EMBEDDINGS_KIND, SPLITS, save_embeddings
+from hcl_cli.errors import shown
 from hcl_cli.modality import modality_of
 from hcl_cli.runtime import resolve_device
 
@@ -35,4 +36,4 @@ def run(config: EmbedConfig) -> None:
     encoder = {"config": sidecar.config, "arch": sidecar.arch, "epoch": sidecar.epoch}
     save_embeddings(config.out, tensors, {"dataset": card.name, "classes": card.classes, "encoder": encoder})
     dims = f"backbone {model.feature_dim}, projection {model.projection_dim}"
-    print(f"hcl embed: wrote {config.out}: train {len(tensors['train_labels'])}, test {len(tensors['test_labels'])} {modality.sample_noun}s ({dims})")
+    print(f"hcl embed: wrote {shown(config.out)}: train {len(tensors['train_labels'])}, test {len(tensors['test_labels'])} {modality.sample_noun}s ({dims})")

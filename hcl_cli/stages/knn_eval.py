@@ -6,8 +6,9 @@ Writes the metrics artifact (:mod:`hcl_cli.metrics`) with the number of test emb
 from __future__ import annotations
 
 from hcl_cli.artifacts import check_outputs_apart, check_replaceable
-from hcl_cli.config import KnnConfig
+from hcl_cli.config.knn import KnnConfig
 from hcl_cli.embeddings import load_embeddings
+from hcl_cli.errors import shown
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import FIELDS, EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.runtime import resolve_device
@@ -31,4 +32,4 @@ def run(config: KnnConfig) -> None:
     )
     accuracy = topk_accuracy(scores, data.test_y)
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(data.test_y), config))
-    print(f"hcl knn-eval: wrote {config.out}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, k {config.k})")
+    print(f"hcl knn-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, k {config.k})")

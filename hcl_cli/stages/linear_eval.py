@@ -14,9 +14,10 @@ import torch
 
 from hcl_cli.artifacts import check_outputs_apart, check_replaceable
 from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
-from hcl_cli.config import LinearConfig
+from hcl_cli.config.linear import LinearConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import load_embeddings
+from hcl_cli.errors import shown
 from hcl_cli.linear import augmented_readout, linear_readout
 from hcl_cli.metrics import FIELDS, EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.models import check_fits_dataset, load_encoder
@@ -33,7 +34,7 @@ def run(config: LinearConfig) -> None:
     accuracy = topk_accuracy(scores, test_labels)
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, details))
     print(
-        f"hcl linear-eval: wrote {config.out}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
+        f"hcl linear-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
         f"({config.feature} features, {config.protocol} protocol, {config.optimizer})"
     )
 

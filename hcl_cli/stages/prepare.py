@@ -31,7 +31,7 @@ from hcl_cli.artifacts import (
     temp_sibling,
     write_owned_folder_manifest,
 )
-from hcl_cli.config import PrepareConfig
+from hcl_cli.config.prepare import PrepareConfig
 from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, DatasetCard, SourceDataset, load_source, save_card
 from hcl_cli.errors import HclError, UsageError, shown
 

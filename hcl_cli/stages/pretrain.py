@@ -36,11 +36,12 @@ from pathlib import Path
 
 from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
-from hcl_cli.config import PretrainConfig
+from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
+from hcl_cli.errors import shown
 from hcl_cli.locking import locked_folder
 from hcl_cli.modality import modality_of
-from hcl_cli.objectives import check_sampler_inputs
+from hcl_cli.objectives.loss import check_labels
 from hcl_cli.provenance import describe_extent, now, run_record
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step_stop, interrupted, resume_from, train_one_epoch
@@ -67,7 +68,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     labelled = config.needs_labels
     splits = modality.training_splits(card, labelled)
-    check_sampler_inputs(config.sampler, labelled="unlabeled" not in splits, **config.loss_options(0))
+    check_labels(config.sampler, config.loss_options(0), labelled="unlabeled" not in splits)
     modality.check_trainable(card, config.data)
     size = sum(card.counts[split] for split in splits)
     steps_per_epoch = context.steps_per_epoch(size, config.batch_size)
@@ -145,7 +146,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             }
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)
-            print(f"hcl pretrain: wrote {out} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
+            print(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
 
 
 def startup_line(

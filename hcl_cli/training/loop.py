@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, TrainingPosition
-from hcl_cli.config import PretrainConfig
+from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, derived_seed
 from hcl_cli.errors import HclError
 from hcl_cli.modality import Samples, Step, StepResult
