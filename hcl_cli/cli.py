@@ -99,6 +99,7 @@ STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
     ReportConfig: run_report,
 }
 
+
 def literal(text: str) -> str:
     """``text`` as Typer's Rich help prints it verbatim: an opening bracket escaped, so that
     ``E_q[z_i.z_j]`` or a range ``[0.001, 1000.0]`` is not read as markup and dropped."""
