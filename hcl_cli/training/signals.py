@@ -101,7 +101,8 @@ def exit_at_once(prog: str) -> None:
 @contextlib.contextmanager
 def interrupt_policy(prog: str) -> Iterator[None]:
     """Ctrl-C during the block raises :class:`Interrupted` once (clean-ups run, the caller prints one line and exits 130);
-    a second Ctrl-C, and one after the block while the process shuts down, exits at once with one line.
+    a second Ctrl-C, one after the block ended by an exception (the caller is reporting it and exiting), and one while
+    the process shuts down, exit at once with one line. A block that ends normally puts the previous handler back.
 
     Training's :func:`stop_on_signals` takes SIGINT over while it runs and puts this policy back.
     Outside the main thread signals keep their handlers.
@@ -122,5 +123,7 @@ def interrupt_policy(prog: str) -> Iterator[None]:
         _exit_at_shutdown_registered = True
     try:
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    except BaseException:
+        exit_at_once(prog)  # an error or an interrupt is on its way out: the process is ending
+        raise
+    signal.signal(signal.SIGINT, previous)
