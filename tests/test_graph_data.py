@@ -136,6 +136,11 @@ def test_a_malformed_file_is_one_line_naming_file_and_line(tmp_path: Path, case:
         assert not isinstance(raised.value, UsageError)
 
 
+def test_a_single_class_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(HclError, match="every graph the class 1: classification needs at least 2 classes"):
+        prepare_tu(write_tu(tmp_path, {**TOY, "graph_labels": "1\n1\n1\n"}), NAME)
+
+
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     files = {key: value for key, value in TOY.items() if key != "graph_labels"}
     with pytest.raises(HclError, match=r"TOY_graph_labels\.txt not found"):

@@ -104,6 +104,9 @@ class GraphCard:
     ``degree_std`` the statistics of the normalised degree (None otherwise). ``files`` maps each
     source file to its sha256; ``undirected`` says whether every edge is listed both ways;
     ``self_loops_removed`` and ``duplicates_removed`` count the entries dropped while coalescing.
+    ``counts`` (graphs per split, ``train`` and ``test``) and ``seed`` describe the stratified split
+    ``hcl prepare`` stores beside the graphs (:mod:`hcl_cli.graph.modality`); None on a card
+    written without one.
     """
 
     name: str
@@ -124,6 +127,8 @@ class GraphCard:
     undirected: bool
     self_loops_removed: int
     duplicates_removed: int
+    counts: dict[str, int] | None = None
+    seed: int | None = None
     modality: str = MODALITY
     schema_version: int = SCHEMA_VERSION
 
@@ -174,6 +179,10 @@ def build_dataset(graphs: TuGraphs, *, node_attributes: bool = False) -> tuple[G
     node_counts = torch.bincount(graph_of, minlength=graphs.num_graphs)
     edge_counts = torch.bincount(graph_of[edge_index[0]], minlength=graphs.num_graphs)
     values, labels = torch.unique(graphs.graph_labels, sorted=True, return_inverse=True)
+    if len(values) < 2:
+        raise HclError(
+            f"{graphs.name}_graph_labels.txt gives every graph the class {int(values[0])}: classification needs at least 2 classes"
+        )
     pairs = torch.unique(torch.minimum(edge_index[0], edge_index[1]) * nodes + torch.maximum(edge_index[0], edge_index[1]))
     dataset = GraphDataset(
         x=x.contiguous(),
@@ -281,7 +290,20 @@ def _card_from(values: dict[str, Any], path: Path) -> GraphCard:
         raise invalid("features", f"one of {', '.join(FEATURES)}")
     if values["feature_dim"] < 1:
         raise invalid("feature_dim", "a positive integer")
-    return GraphCard(**{field: values[field] for field in _CARD_TYPES}, modality=MODALITY, schema_version=SCHEMA_VERSION)
+    split = values.get("counts")
+    if split is not None and (
+        not isinstance(split, dict)
+        or set(split) != {"train", "test"}
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in split.values())
+        or sum(split.values()) != values["num_graphs"]
+    ):
+        raise invalid("counts", f"train and test graph counts summing to the {values['num_graphs']} graphs")
+    seed = values.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise invalid("seed", "an integer")
+    return GraphCard(
+        **{field: values[field] for field in _CARD_TYPES}, counts=split, seed=seed, modality=MODALITY, schema_version=SCHEMA_VERSION
+    )
 
 
 def load_prepared_graphs(folder: str | Path, device: str | torch.device = "cpu") -> tuple[GraphDataset, GraphCard]:
