@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torchvision
 from torch import Tensor, nn
 from tqdm import tqdm
 
@@ -97,8 +96,12 @@ def conv_bn(in_channels: int, out_channels: int, *, kernel_size: int, stride: in
 def build_resnet(arch: str, in_channels: int, image_size: int) -> tuple[nn.Module, int]:
     """A torchvision ResNet without its classifier; CIFAR stem for inputs of 64 px or less.
 
-    Returns the backbone and its feature size (512 for resnet18, 2048 for resnet50).
+    Returns the backbone and its feature size (512 for resnet18, 2048 for resnet50). torchvision is
+    imported here, where a ResNet is built: importing it costs a stage that never builds one about
+    1.5 s (benchmarks/results/stage_imports.json).
     """
+    import torchvision
+
     resnet = getattr(torchvision.models, arch)(weights=None)
     if image_size <= CIFAR_STEM_MAX_SIZE:
         resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)

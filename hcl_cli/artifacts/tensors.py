@@ -142,8 +142,28 @@ def library_versions() -> dict[str, str]:
     import hcl_cli
 
     versions = {"hcl": hcl_cli.__version__, "python": platform.python_version(), "torch": torch.__version__}
-    with contextlib.suppress(ImportError):
-        import torchvision
-
-        versions["torchvision"] = torchvision.__version__
+    vision = torchvision_version()
+    if vision is not None:
+        versions["torchvision"] = vision
     return versions
+
+
+def torchvision_version() -> str | None:
+    """``torchvision.__version__`` (local tag included, e.g. ``0.29.1+cu130``) read from its ``version.py``.
+
+    Importing torchvision to read it costs a stage that builds no ResNet about 1.5 s
+    (benchmarks/results/stage_imports.json); the package metadata drops the local tag.
+    """
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        with contextlib.suppress(OSError, SyntaxError, UnicodeDecodeError):
+            for node in ast.parse(Path(folder, "version.py").read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets):
+                    if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                        return node.value.value
+    return None

@@ -24,12 +24,15 @@ from hcl_cli.option import Option
 DEVICES = ("auto", "cpu", "cuda")
 FEATURES = ("backbone", "projection")
 """The two embeddings ``embed`` writes, in the order the encoder returns them."""
-PREPARED = "data/prepared"
-"""The prepared dataset, by default: the one input that hand runs and the pipeline share."""
 RUNS = "runs"
 """Where a stage run by hand writes what it trains and measures by default: the pipeline's layout
 under ``runs/``, so that hand runs never touch the models, embeddings, metrics and reports that
 ``dvc repro`` owns (dvc.yaml passes every path explicitly)."""
+PREPARED = f"{RUNS}/prepared"
+"""Where ``hcl prepare`` by hand writes the prepared dataset, and where a hand stage reads it."""
+PIPELINE_PREPARED = "data/prepared"
+"""The pipeline's prepared dataset (dvc.yaml's prepare ``--out``): what a hand stage reads when no
+hand ``hcl prepare`` made :data:`PREPARED`, so that ``dvc repro`` then ``hcl pretrain`` works."""
 SEED_LIMIT = 2**32 - 1
 """The largest seed NumPy accepts (torch takes 64 bits, NumPy's legacy seeding 32)."""
 BATCH_LIMIT = 2**20
@@ -49,6 +52,14 @@ def load_params(path: str | Path) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise UsageError(f"{path} must be a mapping of stage groups")
     return params
+
+
+def prepared_input() -> str:
+    """The prepared dataset a stage reads when ``--data`` is not given: :data:`PREPARED` when a hand
+    ``hcl prepare`` made it, else the pipeline's :data:`PIPELINE_PREPARED` if that exists."""
+    if not Path(PREPARED).exists() and Path(PIPELINE_PREPARED).is_dir():
+        return PIPELINE_PREPARED
+    return PREPARED
 
 
 def param(default: Any, help: str, **rules: Any) -> Any:
@@ -90,6 +101,8 @@ class StageConfig:
         unknown = sorted(set(values) - set(declared))
         if unknown:
             raise UsageError(f"hcl {self.command} has no option(s) {', '.join(unknown)}")
+        if "data" in declared and "data" not in values and declared["data"].default == PREPARED:
+            values = {**values, "data": prepared_input()}
         checked = {name: option.check(values.get(name, option.default), where=where.get(name)) for name, option in declared.items()}
         own = {f.name for f in dataclasses.fields(self)}
         for name in own & checked.keys():
