@@ -113,20 +113,24 @@ class DistributedContext:
         if not self.is_main:
             seed_everything(derived_seed(seed, self.rank, epoch, step))
 
-    def steps_per_epoch(self, size: int, batch_size: int) -> int:
-        """Global steps of ``batch_size`` images per rank in an epoch of ``size`` images (the tail is dropped).
+    def steps_per_epoch(self, size: int, batch_size: int, keep_last: bool = False) -> int:
+        """Global steps of ``batch_size`` images per rank in an epoch of ``size`` images (the tail is dropped,
+        or with ``keep_last``, in one process, kept as a last smaller step when it holds at least 2 samples).
 
         Raises a one-line UsageError when one global batch (``batch_size`` x world size) is larger
         than the data.
         """
         steps = size // (batch_size * self.world_size)
+        if keep_last and self.world_size == 1 and size % batch_size >= 2:
+            steps += 1
         if steps == 0:
             processes = f" x {self.world_size} processes" if self.world_size > 1 else ""
             raise UsageError(f"--batch-size {batch_size}{processes} is larger than the {size} training images")
         return steps
 
-    def shard_batches(self, order: Tensor, batch_size: int) -> Tensor:
-        """This rank's batches of one epoch, as a (steps, batch_size) tensor of indices.
+    def shard_batches(self, order: Tensor, batch_size: int, keep_last: bool = False) -> Sequence[Tensor]:
+        """This rank's batches of one epoch: a (steps, batch_size) tensor of indices, or with ``keep_last`` in one
+        process a list whose last batch may be smaller (:meth:`steps_per_epoch`).
 
         ``order`` is the epoch's permutation, identical on every rank. Global step ``i`` covers
         ``order[i*K*B:(i+1)*K*B]`` and rank ``r`` takes its ``r``-th block of ``B``, so the K
@@ -134,7 +138,9 @@ class DistributedContext:
         take. The tail that does not fill a global batch is dropped: every rank must run the
         same number of steps with the same batch size (the all_gather needs equal shapes).
         """
-        steps = self.steps_per_epoch(len(order), batch_size)
+        steps = self.steps_per_epoch(len(order), batch_size, keep_last)
+        if keep_last and self.world_size == 1:
+            return list(order.split(batch_size))[:steps]
         return order[: steps * batch_size * self.world_size].view(steps, self.world_size, batch_size)[:, self.rank]
 
     def wrap_model(self, model: nn.Module, *, sync_batchnorm: bool = False) -> nn.Module:

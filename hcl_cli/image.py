@@ -30,6 +30,9 @@ class ImageModality:
 
     name = "image"
     sample_noun = "image"
+    keep_last_batch = False
+    two_views = True
+    objectives = ("nce", "bcl")
 
     def load_card(self, folder: str | Path) -> DatasetCard:
         return load_card(folder)

@@ -44,7 +44,7 @@ class Samples(Sized, Protocol):
     """A split's samples resident on a device: ``len()``, and ``samples[index]`` for a batch.
 
     A uint8 image tensor is one as it is; graphs are a container whose ``[index]`` gathers a batch
-    of graphs (:class:`hcl_cli.graph.data.GraphSamples`).
+    of graphs (:class:`hcl_cli.graph.modality.GraphSamples`).
     """
 
     def __getitem__(self, index: Tensor) -> Any: ...
@@ -76,6 +76,8 @@ class Step(Protocol):
     """One optimisation step on a batch of samples (:class:`hcl_cli.training.step.TrainingStep` for images)."""
 
     optimizer: torch.optim.Optimizer
+    learned: nn.ParameterDict
+    """Tensors the loss learns with the encoder (UnDiMix's learned weights), recorded in the encoder's sidecar."""
 
     @property
     def state(self) -> nn.Module:
@@ -91,6 +93,14 @@ class Modality(Protocol):
     """``image`` or ``graph``: the ``modality`` key of the prepared card."""
     sample_noun: str
     """What one sample is called in messages (``image``, ``graph``)."""
+    keep_last_batch: bool
+    """Whether an epoch keeps its last partial batch (graphs, as the official DataLoader; a tail of one sample is
+    dropped) or drops it (images, and every torchrun run)."""
+    two_views: bool
+    """Whether a training sample gives two augmented views (images): what H-SCL's diagnostics probe and the report's
+    view and hard-negative figures need."""
+    objectives: tuple[str, ...]
+    """The ``objective`` values this modality trains with; the first is what ``auto`` means."""
 
     def load_card(self, folder: str | Path) -> Any:
         """The prepared folder's validated card (its counts per split, classes, source, ...)."""

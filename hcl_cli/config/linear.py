@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from hcl_cli.config.base import BATCH_LIMIT, DEVICES, FEATURES, PREPARED, RUNS, SEED_LIMIT, StageConfig, param, runtime
 from hcl_cli.errors import UsageError
+
+
+def parse_c_grid(text: str | tuple[float, ...] | list[float]) -> tuple[float, ...]:
+    """``"1e-3,1,1000"`` (or a sequence of numbers) as positive finite floats, at least one."""
+    try:
+        values = tuple(float(part) for part in (text.split(",") if isinstance(text, str) else text))
+    except (TypeError, ValueError):
+        raise ValueError("must be comma-separated numbers (the C values)") from None
+    if not values or not all(math.isfinite(value) and 0 < value <= 1e12 for value in values):
+        raise ValueError("must be numbers in (0, 1e12]")
+    return values
 
 
 @dataclass(init=False, frozen=True)
@@ -20,9 +32,21 @@ class LinearConfig(StageConfig):
         "fixed: one linear layer fitted on the standardised embeddings of hcl embed (--embeddings), quick; "
         "paper: the linear evaluation of HCL's code that H-SCL, HCL-OT and UnDiMix reuse: minibatch Adam on the raw features "
         "of freshly augmented train images through the frozen encoder, every epoch (--model, --data; needs optimizer adam; "
-        "the papers use epochs 100, batch_size 512, lr 0.001, weight_decay 1e-6).",
-        choices=("fixed", "paper"),
+        "the papers use epochs 100, batch_size 512, lr 0.001, weight_decay 1e-6); "
+        "svm (graphs): the graph papers' SVM, C chosen by an inner cross-validation within --svm-folds stratified folds over all "
+        "graphs (train and test) of the embeddings, --svm-repeats times.",
+        choices=("fixed", "paper", "svm"),
     )
+    svm_folds: int = param(10, "Protocol svm: outer stratified folds (HCL App. D.2: 10).", minimum=2, maximum=1000)
+    svm_repeats: int = param(
+        1, "Protocol svm: outer cross-validations, each with its own seeded split (mean and std over all folds).", minimum=1, maximum=1000
+    )
+    svm_c_grid: str = param(
+        "1e-3,1e-2,1e-1,1,10,100,1000",
+        "Protocol svm: the C values the inner search picks from, comma-separated (evaluate_embedding.py's grid).",
+        parse=parse_c_grid,
+    )
+    svm_inner_folds: int = param(5, "Protocol svm: inner folds of the search for C (GridSearchCV's cv=5).", minimum=2, maximum=1000)
     feature: str = param("backbone", "Which embedding to read out: backbone or projection.", choices=FEATURES)
     optimizer: str = param("lbfgs", "Full-batch lbfgs, or adam (minibatch under protocol paper).", choices=("lbfgs", "adam"))
     epochs: int = param(100, "Iterations of L-BFGS, or epochs of Adam.", minimum=1, maximum=1_000_000)
@@ -36,8 +60,13 @@ class LinearConfig(StageConfig):
         minimum=0.0,
         maximum=1000.0,
     )
-    seed: int = param(0, "Seed of the initialisation (protocol paper: also of shuffling and augmentation).", minimum=0, maximum=SEED_LIMIT)
-    embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed (read by protocol fixed).")
+    seed: int = param(
+        0,
+        "Seed of the initialisation (protocol paper: also of shuffling and augmentation; svm: of the folds).",
+        minimum=0,
+        maximum=SEED_LIMIT,
+    )
+    embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed (read by protocols fixed and svm).")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain (read by protocol paper).")
     data: str = runtime(PREPARED, "Prepared dataset folder (read by protocol paper).")
     out: str = runtime(f"{RUNS}/metrics/linear.json", "Metrics JSON (top-1, top-5).")

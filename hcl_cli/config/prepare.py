@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from hcl_cli.config.base import PREPARED, SEED_LIMIT, StageConfig, param, runtime
 
-DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder")
+DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder", "tu")
 
 
 @dataclass(init=False, frozen=True)
@@ -18,12 +18,16 @@ class PrepareConfig(StageConfig):
     command: ClassVar[str] = "prepare"
     dataset: str = param(
         "digits",
-        "Dataset: digits (bundled with scikit-learn, offline), cifar10, cifar100, stl10, or imagefolder (your own train/ and test/ class folders).",
+        "Dataset: digits (bundled with scikit-learn, offline), cifar10, cifar100, stl10, imagefolder (your own train/ and test/ class folders), "
+        "or tu (a graph dataset in the TU format, named by --name: graphs for InfoGraph).",
         choices=DATASETS,
     )
     path: str = param(
-        "data/raw", "Source folder: the download root for cifar10/cifar100/stl10, or the root holding train/ and test/ for imagefolder."
+        "data/raw",
+        "Source: the download root for cifar10/cifar100/stl10, the root holding train/ and test/ for imagefolder, "
+        "or for tu a .tar.gz archive (tu.tar.gz's layout) or a folder holding NAME/NAME_A.txt, ... or NAME_A.txt, ...",
     )
+    name: str = param("MUTAG", "tu only: the TU dataset's name, the prefix of its files (MUTAG, PTC_MR, PROTEINS, DD, ...).")
     image_size: int = param(
         0,
         "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).",
@@ -32,11 +36,11 @@ class PrepareConfig(StageConfig):
     )
     test_fraction: float = param(
         0.25,
-        "Share of digits held out as the stratified test split (other datasets ship their own split).",
+        "Share of digits, or of tu graphs, held out as the stratified test split (other datasets ship their own split).",
         minimum=0.0,
         maximum=1.0,
         min_exclusive=True,
         max_exclusive=True,
     )
-    seed: int = param(0, "Seed of the train/test split.", minimum=0, maximum=SEED_LIMIT)
+    seed: int = param(0, "Seed of the train/test split (digits, tu).", minimum=0, maximum=SEED_LIMIT)
     out: str = runtime(PREPARED, "Output folder for train/test(/unlabeled).safetensors and card.json.")

@@ -12,7 +12,7 @@ from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, SAMPLERS, Sampler, c
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.option import Option
 
-ARCHS = ("auto", "small_cnn", "resnet18", "resnet50")
+ARCHS = ("auto", "small_cnn", "resnet18", "resnet50", "gin")
 
 
 @dataclass(init=False, frozen=True)
@@ -27,11 +27,25 @@ class PretrainConfig(StageConfig):
         choices=tuple(SAMPLERS),
     )
     arch: str = param(
-        "auto", "Encoder: small_cnn, resnet18, resnet50, or auto (small_cnn for images of 16 px or less, else resnet18).", choices=ARCHS
+        "auto",
+        "Encoder: small_cnn, resnet18, resnet50 (images), gin (graphs: InfoGraph's GIN, --gin-layers x --gin-hidden), "
+        "or auto (gin for graphs; small_cnn for images of 16 px or less, else resnet18).",
+        choices=ARCHS,
     )
-    projection_dim: int = param(128, "Output size of the projection head.", minimum=1, maximum=65536)
+    gin_layers: int = param(
+        3, "Graphs (arch gin): GIN layers K (HCL App. D.2: 3); the graph embedding is K x --gin-hidden.", minimum=1, maximum=64
+    )
+    gin_hidden: int = param(32, "Graphs (arch gin): width of every GIN layer (HCL App. D.2: 32).", minimum=1, maximum=4096)
+    projection_dim: int = param(
+        128, "Images: output size of the projection head (graphs: the heads keep the GIN's width).", minimum=1, maximum=65536
+    )
     epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
-    batch_size: int = param(256, "Images per batch (each gives two views).", minimum=2, maximum=BATCH_LIMIT)
+    batch_size: int = param(
+        256,
+        "Samples per batch: images (each gives two views; a last partial batch is dropped) or graphs (the last partial batch is kept).",
+        minimum=2,
+        maximum=BATCH_LIMIT,
+    )
     queue_size: int = param(
         0,
         "Keys of earlier batches that every sampler also contrasts with (MoCo-v2's queue; HCL App. C.1 uses 65536): "

@@ -60,7 +60,7 @@ from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import LossStats, NegativeWeights, PairMasks, ScoreBatch, uniform_on
-from hcl_cli.objectives.registry import lookup
+from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 GraphWeights = Literal["paper", "official"]
@@ -230,39 +230,62 @@ def local_global_loss(
     the graph of each node (torch-geometric's ``batch`` vector); ``graph_labels``: (G,), read by
     the supervised samplers and with ``positives="labels"``. ``options`` are those of
     :func:`~hcl_cli.objectives.contrastive_loss` (``beta``, ``tau_plus``, ``graph_weights``, ...),
-    ``objective`` ``jsd`` (the default here, and the only one); ``temperature`` and ``clip`` are
+    ``objective`` ``jsd`` (the default here, and the only one; ``auto`` is ``jsd`` too); ``temperature`` and ``clip`` are
     not read. The arithmetic runs in float32 (float64 for float64 inputs) with autocast off.
     ``return_stats=True`` also returns the :class:`~hcl_cli.objectives.core.LossStats`.
     """
     spec = lookup(sampler)
     values = SamplerOptions.resolve(spec, {"objective": "jsd", **options})
-    if values.objective != "jsd":
-        raise UsageError(f"nodes against graphs train with --objective jsd (InfoGraph's loss), not {values.objective}")
+    check_graph_sampler(sampler, values)
+    if values.momentum_keys is not None:
+        raise UsageError("a momentum queue (momentum_keys) is not defined for nodes against graphs")
+    check_graph_batch(local, global_, node_graph)
+    if spec.label_positives(values) and (graph_labels is None or graph_labels.shape != (global_.shape[0],)):
+        got = None if graph_labels is None else tuple(graph_labels.shape)
+        raise UsageError(f"--sampler {sampler} reads labels: graph_labels must have shape ({global_.shape[0]},) (got {got})")
+    loss, stats = node_graph_loss(local, global_, node_graph, graph_labels, sampler=sampler, options=values)
+    return (loss, stats) if return_stats else loss
+
+
+def check_graph_sampler(sampler: str, options: SamplerOptions) -> None:
+    """One-line usage errors for a sampler or options that nodes against graphs cannot train with.
+
+    The objective must be ``jsd`` (or ``auto``, which is ``jsd`` on graphs); ``undimix`` needs two views
+    and the projection head's inputs; ``graph_weights="official"`` has one positive per node. The
+    public :func:`local_global_loss` calls it on every call, a stage once at its entry.
+    """
+    if options.objective not in ("auto", "jsd"):
+        raise UsageError(f"nodes against graphs train with --objective jsd (InfoGraph's loss), not {options.objective}")
+    spec = lookup(sampler)
     if spec.head_inputs:
         raise UsageError(
             f"--sampler {sampler} needs two views of each sample and the projection head's inputs; nodes against graphs have neither"
         )
-    if values.momentum_keys is not None:
-        raise UsageError("a momentum queue (momentum_keys) is not defined for nodes against graphs")
-    check_graph_batch(local, global_, node_graph)
-    label_positives = spec.label_positives(values)
-    if label_positives and (graph_labels is None or graph_labels.shape != (global_.shape[0],)):
-        got = None if graph_labels is None else tuple(graph_labels.shape)
-        raise UsageError(f"--sampler {sampler} reads labels: graph_labels must have shape ({global_.shape[0]},) (got {got})")
-    official = values.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS
-    if official and label_positives:
+    if options.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS and spec.label_positives(options):
         raise UsageError("--graph-weights official has one positive per node, its own graph: use --positives partner")
+
+
+def node_graph_loss(
+    local: Tensor, global_: Tensor, node_graph: Tensor, graph_labels: Tensor | None, *, sampler: str, options: SamplerOptions
+) -> tuple[Tensor, LossStats]:
+    """:func:`local_global_loss` with its statistics, for inputs and options checked beforehand: it checks nothing.
+
+    The graph training step's entry (:class:`~hcl_cli.graph.step.GraphTrainingStep`), as
+    :func:`~hcl_cli.objectives.loss.sampler_loss` is the image step's: ``options`` are the stage's
+    configuration, checked once (:func:`check_graph_sampler`) and resolved once per epoch.
+    """
+    spec = SAMPLERS[sampler]
+    label_positives = spec.label_positives(options)
+    official = options.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS
     with torch.autocast(device_type=local.device.type, enabled=False):
         batch = NodeGraphBatch(local, global_, node_graph, graph_labels if label_positives else None)
         if official:
-            beta = values.beta if sampler == "hucl" else 0.0
-            loss = official_jsd_hard(batch, beta=beta, detach_weights=values.detach_weights)
+            beta = options.beta if sampler == "hucl" else 0.0
+            loss = official_jsd_hard(batch, beta=beta, detach_weights=options.detach_weights)
             count = torch.tensor(batch.num_anchors, device=loss.device)
-            stats = LossStats(terms=count, anchors_without_negatives=torch.zeros_like(count))
-        else:
-            negatives = spec.load()(batch, values.replaced({"clip": True}, {}))
-            loss, stats = jsd_objective(batch, negatives, label_positives=label_positives, tau_plus=values.tau_plus)
-    return (loss, stats) if return_stats else loss
+            return loss, LossStats(terms=count, anchors_without_negatives=torch.zeros_like(count))
+        negatives = spec.load()(batch, options.replaced({"clip": True}, {}))
+        return jsd_objective(batch, negatives, label_positives=label_positives, tau_plus=options.tau_plus)
 
 
 def check_graph_batch(local: Tensor, global_: Tensor, node_graph: Tensor) -> None:

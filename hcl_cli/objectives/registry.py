@@ -41,9 +41,9 @@ def undimix_weight_values(text: str | tuple[float, ...] | list[float]) -> tuple[
 TEMPERATURE = Option("temperature", 0.5, "Softmax temperature t of the similarities s_ij = z_i.z_j / t.", minimum=1e-3, maximum=1e3)
 OBJECTIVE = Option(
     "objective",
-    "nce",
-    "Loss: nce (InfoNCE, with tau+ debiasing where the sampler has it) or bcl (the basic contrastive loss E_q[z_i.z_j] - z_i.z_p, HCL-OT Eq. 9; no debiasing) for two views; jsd (InfoGraph's Jensen-Shannon local-global loss, nodes against graphs) for graphs.",
-    choices=("nce", "bcl", "jsd"),
+    "auto",
+    "Loss: nce (InfoNCE, with tau+ debiasing where the sampler has it) or bcl (the basic contrastive loss E_q[z_i.z_j] - z_i.z_p, HCL-OT Eq. 9; no debiasing) for images (two views); jsd (InfoGraph's Jensen-Shannon local-global loss, nodes against graphs) for graphs; auto: nce for images, jsd for graphs.",
+    choices=("auto", "nce", "bcl", "jsd"),
 )
 POSITIVES = Option(
     "positives",

@@ -14,10 +14,12 @@ import torch
 
 from hcl_cli.artifacts import check_outputs_apart, check_replaceable
 from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
-from hcl_cli.config.linear import LinearConfig
+from hcl_cli.config.linear import LinearConfig, parse_c_grid
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import load_embeddings
-from hcl_cli.errors import shown
+from hcl_cli.errors import UsageError, shown
+from hcl_cli.graph.data import is_graph_folder
+from hcl_cli.graph.svm import svm_protocol
 from hcl_cli.linear import augmented_readout, linear_readout
 from hcl_cli.metrics import FIELDS, EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.models import check_fits_dataset, load_encoder
@@ -29,6 +31,9 @@ def run(config: LinearConfig) -> None:
     inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
     check_outputs_apart(inputs, {"--out": config.out})
     check_replaceable("--out", config.out, "metrics", FIELDS)
+    if config.protocol == "svm":
+        svm_metrics(config)
+        return
     device = resolve_device(config.device)
     scores, test_labels, details = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
     accuracy = topk_accuracy(scores, test_labels)
@@ -36,6 +41,47 @@ def run(config: LinearConfig) -> None:
     print(
         f"hcl linear-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
         f"({config.feature} features, {config.protocol} protocol, {config.optimizer})"
+    )
+
+
+def svm_metrics(config: LinearConfig) -> None:
+    """The graph papers' SVM protocol (:func:`~hcl_cli.graph.svm.svm_protocol`) on the embeddings of every graph, train
+    and test together (the papers cross-validate over the whole dataset), written as the metrics artifact.
+
+    ``top1`` is the mean accuracy over all folds of all repeats and ``top5`` its top-5 counterpart;
+    ``test_size`` is the number of graphs (each is tested once per repeat); ``svm`` records the std
+    over folds, the folds, repeats, per-repeat means (and their std), every fold's accuracy and chosen C.
+    """
+    data = load_embeddings(config.embeddings, config.feature)
+    embeddings = torch.cat([data.train_x, data.test_x]).double().numpy()
+    labels = torch.cat([data.train_y, data.test_y]).numpy()
+    result = svm_protocol(
+        embeddings,
+        labels,
+        folds=config.svm_folds,
+        repeats=config.svm_repeats,
+        c_grid=parse_c_grid(config.svm_c_grid),
+        inner_folds=config.svm_inner_folds,
+        seed=config.seed,
+    )
+    details = {
+        "svm": {
+            "std": result.std,
+            "folds": result.folds,
+            "repeats": len(result.repeat_means),
+            "inner_folds": result.inner_folds,
+            "c_grid": result.c_grid,
+            "repeat_means": result.repeat_means,
+            "repeat_std": result.repeat_std,
+            "fold_accuracies": result.fold_accuracies,
+            "chosen_c": result.chosen_c,
+        }
+    }
+    accuracy = {1: result.mean, 5: result.top5}
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, details))
+    print(
+        f"hcl linear-eval: wrote {config.out}: SVM accuracy {result.mean:.4f} +- {result.std:.4f} over "
+        f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} graphs ({config.feature} features)"
     )
 
 
@@ -63,6 +109,10 @@ def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tens
     Gaussian blur when its pretraining had it. The encoder stays in eval mode (BatchNorm uses its
     running statistics).
     """
+    if is_graph_folder(config.data):
+        raise UsageError(
+            f"--protocol paper reads augmented views of images, but {shown(config.data)} holds graphs: use --protocol svm or fixed"
+        )
     card = load_card(config.data)
     model, sidecar = load_encoder(config.model, device)
     check_fits_dataset(model, card.image_shape, config.model, config.data)

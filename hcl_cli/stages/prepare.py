@@ -34,6 +34,8 @@ from hcl_cli.artifacts import (
 from hcl_cli.config.prepare import PrepareConfig
 from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, DatasetCard, SourceDataset, load_source, save_card
 from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.graph.data import prepare_tu
+from hcl_cli.graph.prepared import FOLDER_FILES, write_prepared_graphs
 
 STATISTICS_CHUNK = 4096
 
@@ -43,6 +45,9 @@ def run(config: PrepareConfig) -> None:
     out = Path(config.out)
     check_outputs_apart({"--path": config.path} if config.dataset != "digits" else {}, {"--out": out})
     _check_replaceable(out)
+    if config.dataset == "tu":
+        prepare_graphs(config, out)
+        return
     dataset = load_source(config)
     card = dataset_card(config, dataset)
     versions = library_versions()
@@ -54,6 +59,19 @@ def run(config: PrepareConfig) -> None:
     counts = ", ".join(f"{split} {count}" for split, count in card.counts.items())
     shape = "x".join(str(size) for size in card.image_shape)
     print(f"hcl prepare: wrote {shown(out)}: {card.name}, {counts} images of {shape}, {card.num_classes} classes")
+
+
+def prepare_graphs(config: PrepareConfig, out: Path) -> None:
+    """Read the TU dataset ``config.name`` from ``config.path`` and write the prepared graph folder
+    (:func:`hcl_cli.graph.prepared.write_prepared_graphs`: the graphs, a stratified split, the card), under the same rules."""
+    dataset, card = prepare_tu(config.path, config.name)
+    with _staging_folder(out, list(FOLDER_FILES)) as staging:
+        card = write_prepared_graphs(staging, dataset, card, config.test_fraction, config.seed)
+    counts = ", ".join(f"{split} {count}" for split, count in (card.counts or {}).items())
+    print(
+        f"hcl prepare: wrote {shown(out)}: {shown(card.name)}, {counts} graphs of {card.avg_nodes:.1f} nodes on average, "
+        f"{card.feature_dim} node features ({card.features}), {card.num_classes} classes"
+    )
 
 
 def dataset_card(config: PrepareConfig, dataset: SourceDataset) -> DatasetCard:

@@ -38,10 +38,11 @@ from hcl_cli.artifacts import check_outputs_apart
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
-from hcl_cli.errors import shown
+from hcl_cli.errors import UsageError, shown
 from hcl_cli.locking import locked_folder
-from hcl_cli.modality import modality_of
+from hcl_cli.modality import Modality, modality_of
 from hcl_cli.objectives.loss import check_labels
+from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.provenance import describe_extent, now, run_record
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step_stop, interrupted, resume_from, train_one_epoch
@@ -68,10 +69,15 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     labelled = config.needs_labels
     splits = modality.training_splits(card, labelled)
+    objective = training_objective(config, modality)
     check_labels(config.sampler, config.loss_options(0), labelled="unlabeled" not in splits)
     modality.check_trainable(card, config.data)
     size = sum(card.counts[split] for split in splits)
-    steps_per_epoch = context.steps_per_epoch(size, config.batch_size)
+    steps_per_epoch = context.steps_per_epoch(size, config.batch_size, modality.keep_last_batch)
+
+    def loss_options(epoch: int) -> SamplerOptions:
+        """The epoch's sampler options (:meth:`PretrainConfig.loss_options`) with ``auto`` resolved to the modality's objective."""
+        return config.loss_options(epoch).replaced({"objective": objective}, {})
 
     with contextlib.ExitStack() as held:
         if context.is_main:
@@ -82,11 +88,13 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         context.seed_everything(config.seed)
         model, step = modality.build_training(config, card, context)
         if context.world_size == 1 and not config.compile:
-            check_training_memory(step, samples, labels, config.loss_options(0), config.batch_size, device)
+            check_training_memory(step, samples, labels, loss_options(0), config.batch_size, device)
         store = CheckpointStore(Path(config.out) / "checkpoints")
         # Like epochs, max_steps only says when to stop: a resume may change it.
         identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None}
-        training = TrainingRun(config, model, step, samples, labels, store, identity, context, steps_per_epoch)
+        training = TrainingRun(
+            config, model, step, samples, labels, store, identity, context, steps_per_epoch, keep_last_batch=modality.keep_last_batch
+        )
         log = TrainingLog(config.live_dir) if context.is_main else None
 
         start, totals = TrainingPosition(0, 0), EpochTotals()
@@ -104,7 +112,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         )
         hscl_probe = (
             HsclProbe.from_training(samples, labels, config.seed, config.batch_size, config.sampler_options["temperature"])
-            if config.spec.supervised and context.is_main
+            if config.spec.supervised and modality.two_views and context.is_main
             else None
         )
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
@@ -117,13 +125,13 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             for epoch in range(start.epoch, config.epochs):
                 if epoch * steps_per_epoch >= total_steps:
                     break
-                loss_options = config.loss_options(epoch)
-                done = train_one_epoch(training, epoch, start.step if epoch == start.epoch else 0, loss_options, totals, stop, clock)
+                options = loss_options(epoch)
+                done = train_one_epoch(training, epoch, start.step if epoch == start.epoch else 0, options, totals, stop, clock)
                 metrics = {"epoch": epoch, **totals.means(labelled)}
                 if knn_probe is not None and (epoch + 1) % config.eval_every == 0:
                     metrics["knn_top1"] = knn_probe(model)
                 if hscl_probe is not None:
-                    metrics |= hscl_probe(model, step.augment, beta=loss_options.get("beta", 0.0))
+                    metrics |= hscl_probe(model, step.augment, beta=options.get("beta", 0.0))
                 training.history.append(metrics)
                 position = TrainingPosition(epoch + 1, 0) if done == steps_per_epoch else TrainingPosition(epoch, done)
                 path = training.save(position, totals if position.step else EpochTotals())
@@ -147,6 +155,19 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)
             print(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
+
+
+def training_objective(config: PretrainConfig, modality: Modality) -> str:
+    """The run's objective: ``auto`` is the modality's own (nce for images, jsd for graphs); one it does not train with
+    (jsd on images, nce or bcl on graphs) is a one-line usage error."""
+    objective = config.sampler_options["objective"]
+    if objective == "auto":
+        return modality.objectives[0]
+    if objective not in modality.objectives:
+        raise UsageError(
+            f"--objective {objective} does not train on {modality.sample_noun}s: use {' or '.join(modality.objectives)} (or auto)"
+        )
+    return objective
 
 
 def startup_line(

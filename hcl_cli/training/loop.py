@@ -151,6 +151,8 @@ class TrainingRun:
     steps_per_epoch: int
     history: History = field(default_factory=list)
     """The log's rows of the epochs done (the last one partial when ``max_steps`` ended it)."""
+    keep_last_batch: bool = False
+    """Keep each epoch's last partial batch (the modality's :attr:`~hcl_cli.modality.Modality.keep_last_batch`)."""
 
     def save(self, position: TrainingPosition, totals: EpochTotals) -> Path:
         """A checkpoint at ``position``, with the epoch's running sums and the log's history.
@@ -182,7 +184,7 @@ def train_one_epoch(
     """
     config, context = training.config, training.context
     order = epoch_order(len(training.samples), config.seed, epoch).to(training.samples.device)
-    batches = context.shard_batches(order, config.batch_size)
+    batches = context.shard_batches(order, config.batch_size, training.keep_last_batch)
     steps = len(batches)
     last = steps if not config.max_steps else min(steps, config.max_steps - epoch * steps)
     progress = tqdm(

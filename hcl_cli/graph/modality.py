@@ -1,0 +1,160 @@
+"""Graphs, the second :class:`~hcl_cli.modality.Modality`: TU datasets, InfoGraph's GIN, nodes against graphs.
+
+What each method does, and the decisions behind it:
+
+- **The prepared folder** (:mod:`hcl_cli.graph.prepared`): the graphs, a seeded stratified
+  train/test split (kNN and ``linear-eval --protocol fixed`` read it; ``--protocol svm``
+  cross-validates over all graphs, as the papers) and the card counting the graphs per split.
+- **Training splits**: pretraining reads every graph, train and test, as InfoGraph's code does
+  (deepinfomax.py trains on the whole ``TUDataset``). With a supervised sampler (or
+  ``positives: labels``) that includes the test graphs' labels, which is the papers' protocol;
+  the report marks label use.
+- **Batches**: a graph epoch keeps its last partial batch (:attr:`GraphModality.keep_last_batch`),
+  as the official ``DataLoader(batch_size=128)`` does (MUTAG's 188 graphs are 2 steps), except a
+  tail of fewer than 2 graphs (a node's negatives are the other graphs of its batch), which is
+  dropped. The order is a seeded permutation per epoch (the official loader does not shuffle).
+  Graph training runs in one process and without a momentum queue (:func:`~hcl_cli.graph.step.check_graph_training`).
+- **Samples** (:class:`GraphSamples`): the graphs resident on the device; ``samples[index]`` is a
+  :class:`~hcl_cli.graph.data.GraphBatch` gathered by :class:`~hcl_cli.graph.data.GraphBatcher`.
+- **Encoder**: :class:`~hcl_cli.graph.encoder.GinModel`, stored as a ``graph encoder`` artifact
+  (:mod:`hcl_cli.graph.encoder`); ``embed`` writes the 96-d graph embedding as the backbone and
+  the global head's output as the projection.
+- **Raw features**: each graph's sum of node features (the bag of its node labels, or of its
+  degrees), the input-space baseline that kNN L2-normalises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from hcl_cli.errors import HclError, UsageError
+from hcl_cli.graph.data import CARD_FILE, GraphBatch, GraphBatcher, GraphCard, load_graph_card, load_prepared_graphs
+from hcl_cli.graph.encoder import GinModel, GraphEncoderSidecar, load_graph_encoder, save_graph_encoder
+from hcl_cli.graph.gin import global_add_pool
+from hcl_cli.graph.prepared import SPLITS, load_split_indices
+
+if TYPE_CHECKING:
+    from hcl_cli.config.pretrain import PretrainConfig
+    from hcl_cli.distributed import DistributedContext
+    from hcl_cli.graph.step import GraphTrainingStep
+
+MIN_BATCH_GRAPHS = 2
+"""The fewest graphs a training batch holds: each node's negatives are the other graphs of its batch."""
+
+
+class GraphSamples:
+    """Graphs resident on a device (:class:`~hcl_cli.modality.Samples`): ``len()``, ``.device``, and
+    ``samples[index]``, the :class:`~hcl_cli.graph.data.GraphBatch` of the graphs at positions ``index``."""
+
+    def __init__(self, batcher: GraphBatcher, indices: Tensor) -> None:
+        self.batcher = batcher
+        self.indices = indices.cpu()
+        """(n,) the dataset index of each sample, in order."""
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def device(self) -> torch.device:
+        return self.batcher.device
+
+    def __getitem__(self, index: Tensor) -> GraphBatch:
+        return self.batcher.batch(self.indices[torch.as_tensor(index).cpu()])
+
+
+class GraphModality:
+    """Graphs of a TU dataset; a batch is a :class:`~hcl_cli.graph.data.GraphBatch` (module docstring)."""
+
+    name = "graph"
+    sample_noun = "graph"
+    keep_last_batch = True
+    two_views = False
+    objectives = ("jsd",)
+
+    def load_card(self, folder: str | Path) -> GraphCard:
+        card = load_graph_card(folder)
+        if card.counts is None:
+            raise HclError(f"{Path(folder) / CARD_FILE} records no train/test split: run hcl prepare --dataset tu again")
+        return card
+
+    def describe(self, card: GraphCard, count: int) -> str:
+        return f"{count} graphs of {card.avg_nodes:.1f} nodes on average"
+
+    def check_trainable(self, card: GraphCard, folder: str) -> None:
+        if card.num_graphs < MIN_BATCH_GRAPHS:
+            raise UsageError(f"{folder} holds {card.num_graphs} graph: InfoGraph needs batches of at least {MIN_BATCH_GRAPHS}")
+
+    def training_splits(self, card: GraphCard, labelled: bool) -> list[str]:
+        """Every graph, train and test, as InfoGraph's code trains (module docstring); labelled or not."""
+        return list(SPLITS)
+
+    def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[GraphSamples, Tensor]:
+        dataset, card = load_prepared_graphs(folder)
+        if card.counts is None:
+            raise HclError(f"{Path(folder) / CARD_FILE} records no train/test split: run hcl prepare --dataset tu again")
+        split = load_split_indices(folder, card)
+        indices = torch.cat([split[name] for name in splits])
+        batcher = GraphBatcher(dataset, device)
+        return GraphSamples(batcher, indices), batcher.labels[indices.to(batcher.device)]
+
+    def build_training(self, config: PretrainConfig, card: GraphCard, context: DistributedContext) -> tuple[GinModel, GraphTrainingStep]:
+        """InfoGraph's GIN of ``gin_layers`` x ``gin_hidden`` and its step, after the checks of
+        :func:`~hcl_cli.graph.step.check_graph_training`; ``arch`` must be ``gin`` or ``auto``."""
+        from hcl_cli.graph.step import build_graph_training, check_graph_training
+
+        if config.arch not in ("auto", "gin"):
+            raise UsageError(f"{config.data} holds graphs: use --arch gin (or auto), not {config.arch}")
+        check_graph_training(config.sampler, config.loss_options(0), queue_size=config.queue_size, world_size=context.world_size)
+        return build_graph_training(
+            config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, config.lr, config.weight_decay, context.device
+        )
+
+    def save_encoder(self, path: str | Path, model: GinModel, card: GraphCard, meta: dict[str, Any]) -> None:
+        save_graph_encoder(path, model, meta)
+
+    def load_encoder(self, path: str | Path, device: torch.device | str = "cpu") -> tuple[GinModel, GraphEncoderSidecar]:
+        return load_graph_encoder(path, device)
+
+    def check_fits(self, model: GinModel, card: GraphCard, model_path: str, data_path: str) -> None:
+        if model.in_dim != card.feature_dim:
+            raise HclError(
+                f"{model_path} was trained on graphs of {model.in_dim} node features, but {data_path} has {card.feature_dim} ({card.features})"
+            )
+
+    @torch.no_grad()
+    def embed(
+        self, model: GinModel, stats: Any, samples: GraphSamples | GraphBatch, batch_size: int, description: str
+    ) -> tuple[Tensor, Tensor]:
+        """Graph embeddings (backbone) and global head outputs (projection), float32 on the CPU, of every graph in
+        order, ``batch_size`` graphs per forward pass, in eval mode (BatchNorm's running statistics; the previous
+        mode is restored). A :class:`GraphBatch` (a probe's fixed subset) is embedded in one pass."""
+        from tqdm import tqdm
+
+        was_training = model.training
+        model.eval()
+        if isinstance(samples, GraphBatch):
+            parts = [samples]
+        else:
+            starts = range(0, len(samples), batch_size)
+            parts = (samples[torch.arange(start, min(start + batch_size, len(samples)))] for start in starts)
+            parts = tqdm(parts, total=len(starts), desc=description, unit="batch", disable=None, leave=False)
+        backbone, projection = [], []
+        for batch in parts:
+            graphs, heads = model.embed(batch.x, batch.edge_index, batch.batch, batch.num_graphs)
+            backbone.append(graphs.float().cpu())
+            projection.append(heads.float().cpu())
+        model.train(was_training)
+        return torch.cat(backbone), torch.cat(projection)
+
+    def raw_features(self, samples: GraphSamples) -> Tensor:
+        """Each graph's sum of node features: the count of each node label (or degree) in it, float32 on the CPU."""
+        batch = samples[torch.arange(len(samples))]
+        return global_add_pool(batch.x, batch.batch, batch.num_graphs).float().cpu()
+
+
+GRAPHS = GraphModality()
