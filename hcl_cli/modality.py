@@ -101,6 +101,10 @@ class Modality(Protocol):
     view and hard-negative figures need."""
     objectives: tuple[str, ...]
     """The ``objective`` values this modality trains with; the first is what ``auto`` means."""
+    raw_name: str
+    """What :meth:`raw_features` are, in the report (``raw pixels``, ``summed node features``)."""
+    raw_feature: str
+    """Their short name in the report's Feature column (``pixels``, ``node features``)."""
 
     def load_card(self, folder: str | Path) -> Any:
         """The prepared folder's validated card (its counts per split, classes, source, ...)."""
@@ -135,6 +139,10 @@ class Modality(Protocol):
         ``stats``: the encoder's sidecar or the training card, whose input statistics the modality
         may need (images: the per-channel ``mean`` and ``std``).
         """
+
+    def untrained(self, model: nn.Module, seed: int) -> nn.Module:
+        """``model``'s architecture freshly initialised from torch's RNG seeded with ``seed`` (the RNG is forked), in eval
+        mode on ``model``'s device: the report's untrained baseline."""
 
     def raw_features(self, samples: Samples) -> Tensor:
         """Fixed input-space features of every sample (the report's no-training baseline)."""

@@ -75,6 +75,8 @@ class GraphModality:
     keep_last_batch = True
     two_views = False
     objectives = ("jsd",)
+    raw_name = "summed node features"
+    raw_feature = "node features"
 
     def load_card(self, folder: str | Path) -> GraphCard:
         card = load_graph_card(folder)
@@ -150,6 +152,13 @@ class GraphModality:
             projection.append(heads.float().cpu())
         model.train(was_training)
         return torch.cat(backbone), torch.cat(projection)
+
+    def untrained(self, model: GinModel, seed: int) -> GinModel:
+        device = next(model.parameters()).device
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            fresh = GinModel(model.in_dim, model.encoder.hidden, model.encoder.layers)
+        return fresh.to(device).eval()
 
     def raw_features(self, samples: GraphSamples) -> Tensor:
         """Each graph's sum of node features: the count of each node label (or degree) in it, float32 on the CPU."""

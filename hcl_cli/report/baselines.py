@@ -1,4 +1,4 @@
-"""The kNN baselines beside the trained result: the run's architecture untrained, and the raw pixels.
+"""The kNN baselines beside the trained result: the run's architecture untrained, and the raw input features.
 
 Both are scored with the kNN settings of the run's ``metrics/knn.json``, so that the trained
 encoder's row and theirs differ only in the features.
@@ -12,33 +12,38 @@ from functools import partial
 import torch
 from tqdm import tqdm
 
-from hcl_cli.augment import build_eval_transform
 from hcl_cli.config.base import FEATURES
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import EvaluationMetrics, topk_accuracy
-from hcl_cli.models import build_model, encode
 from hcl_cli.report.inputs import Prepared, TrainedEncoder
 from hcl_cli.runtime import resolve_device
 
 BASELINE_BATCH_SIZE = 512
 KNN_SETTINGS = ("k", "temperature", "chunk_size", "bank_chunk_size")
-PIXELS = "none: raw pixels"
 
 
 def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEncoder | None) -> dict[str, EvaluationMetrics]:
-    """kNN of the untrained encoder (when the encoder is known) and of the raw pixels, with the settings of ``knn``, by encoder name.
+    """kNN of the untrained encoder (when the encoder is known) and of the raw input features, with the settings of ``knn``, by encoder name.
 
-    The untrained encoder is the run's architecture initialised with the run's seed, in eval mode,
-    embedded with the run's eval transform; the pixels are each image flattened (the bank stays
-    uint8: kNN converts each chunk to float32 and L2-normalises it, in which the 1/255 scale cancels).
+    The untrained encoder is the run's architecture initialised with the run's seed, in eval mode
+    (:meth:`~hcl_cli.modality.Modality.untrained`), embedded as ``embed`` embeds (images: the run's
+    eval transform); the raw features are the modality's :meth:`~hcl_cli.modality.Modality.raw_features`
+    (images: each image's pixels, flattened; graphs: each graph's summed node features), which kNN L2-normalises.
     """
-    (train_images, train_labels), (test_images, test_labels) = prepared.splits["train"], prepared.splits["test"]
+    modality = prepared.modality
+    (train_samples, train_labels), (test_samples, test_labels) = prepared.splits["train"], prepared.splits["test"]
     device = encoder.device if encoder is not None else resolve_device("auto")
     steps: list[tuple[str, str, Callable[[], tuple[torch.Tensor, torch.Tensor]]]] = []
     if encoder is not None:
         untrained = f"untrained {encoder.model.arch} (seed {encoder.config.seed})"
-        steps.append((untrained, knn.feature, partial(untrained_features, encoder, train_images, test_images, knn.feature)))
-    steps.append((PIXELS, "pixels", lambda: (train_images.flatten(1), test_images.flatten(1).float() / 255.0)))
+        steps.append((untrained, knn.feature, partial(untrained_features, encoder, prepared, knn.feature)))
+    steps.append(
+        (
+            f"none: {modality.raw_name}",
+            modality.raw_feature,
+            lambda: (modality.raw_features(train_samples), modality.raw_features(test_samples)),
+        )
+    )
     baselines = {}
     for name, feature, features in tqdm(steps, desc="report baselines", unit="baseline", disable=None):
         bank, queries = features()
@@ -54,17 +59,11 @@ def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEn
     return baselines
 
 
-def untrained_features(
-    encoder: TrainedEncoder, train_images: torch.Tensor, test_images: torch.Tensor, feature: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``feature`` embeddings of the train and test images by the run's architecture at its seeded initialisation."""
-    trained = encoder.model
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(encoder.config.seed)
-        model = build_model(trained.arch, trained.in_channels, trained.image_size, trained.projection_dim)
-    model = model.to(encoder.device).eval()
-    transform = build_eval_transform(encoder.sidecar.mean, encoder.sidecar.std)
-    index = FEATURES.index(feature)  # encode returns (backbone, projection)
-    train = encode(model, transform, train_images, BASELINE_BATCH_SIZE, description="untrained: embed train")[index]
-    test = encode(model, transform, test_images, BASELINE_BATCH_SIZE, description="untrained: embed test")[index]
-    return train, test
+def untrained_features(encoder: TrainedEncoder, prepared: Prepared, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``feature`` embeddings of the train and test samples by the run's architecture at its seeded initialisation."""
+    model = encoder.modality.untrained(encoder.model, encoder.config.seed)
+    index = FEATURES.index(feature)  # embed returns (backbone, projection)
+    return tuple(  # type: ignore[return-value]
+        encoder.modality.embed(model, encoder.sidecar, prepared.splits[split][0], BASELINE_BATCH_SIZE, f"untrained: embed {split}")[index]
+        for split in ("train", "test")
+    )

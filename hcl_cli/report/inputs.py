@@ -6,21 +6,21 @@ exist. Each check fails in one line naming the file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import sidecar_path
+from hcl_cli.artifacts import read_json, sidecar_path
 from hcl_cli.config.base import StageConfig
 from hcl_cli.config.knn import KnnConfig
 from hcl_cli.config.linear import LinearConfig
 from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.datasets import DatasetCard, load_card, load_split
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
 from hcl_cli.metrics import EvaluationMetrics, load_metrics
-from hcl_cli.models import ContrastiveModel, EncoderSidecar, check_fits_dataset, load_encoder
+from hcl_cli.modality import Modality, Samples, modality_named, modality_of
 from hcl_cli.runtime import resolve_device
 
 METRIC_FILES: dict[str, tuple[str, type[StageConfig]]] = {"knn": ("kNN", KnnConfig), "linear": ("Linear readout", LinearConfig)}
@@ -37,12 +37,14 @@ class Recorded:
 
 @dataclass(frozen=True)
 class TrainedEncoder:
-    """The run's encoder (in eval mode), its sidecar and the pretrain configuration the sidecar records."""
+    """The run's encoder (in eval mode), its sidecar, the pretrain configuration the sidecar records, and its modality."""
 
     path: Path
-    model: ContrastiveModel
-    sidecar: EncoderSidecar
+    model: Any
+    """A :class:`~hcl_cli.models.ContrastiveModel` (images) or :class:`~hcl_cli.graph.encoder.GinModel` (graphs)."""
+    sidecar: Any
     config: PretrainConfig
+    modality: Modality = field(default_factory=lambda: modality_named("image"))
 
     @property
     def device(self) -> torch.device:
@@ -51,11 +53,12 @@ class TrainedEncoder:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The prepared dataset folder: its card and its labelled splits, read once."""
+    """The prepared dataset folder: its modality, its card and its labelled splits (samples and labels), read once."""
 
     folder: Path
-    card: DatasetCard
-    splits: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    card: Any
+    splits: dict[str, tuple[Samples, torch.Tensor]]
+    modality: Modality
 
 
 def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
@@ -70,24 +73,41 @@ def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
 
 
 def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_folder: Path) -> Prepared:
-    """The prepared dataset's card and labelled splits; its test split must be the one the metrics scored."""
-    card = load_card(folder)
+    """The prepared dataset's card and labelled splits; its test split must be the one the metrics scored (the SVM
+    protocol scores every graph, train and test)."""
+    modality = modality_of(folder)
+    card = modality.load_card(folder)
     for name, values in metrics.items():
-        if values.test_size != card.counts["test"]:
+        svm = values.params.get("protocol") == "svm"
+        expected = card.counts["train"] + card.counts["test"] if svm else card.counts["test"]
+        scored = f"{modality.sample_noun}s" if svm else f"test {modality.sample_noun}s"
+        if values.test_size != expected:
             raise HclError(
-                f"{metrics_folder / f'{name}.json'} scored {values.test_size} test images, but {folder} holds {card.counts['test']}: "
+                f"{metrics_folder / f'{name}.json'} scored {values.test_size} {scored}, but {folder} holds {expected}: "
                 "the metrics come from another dataset (run the pipeline again, or give the --data it evaluated)"
             )
-    return Prepared(folder, card, {split: load_split(folder, split) for split in ("train", "test")})
+    return Prepared(folder, card, {split: modality.load_samples(folder, [split]) for split in ("train", "test")}, modality)
 
 
 def read_encoder(path: Path, prepared: Prepared | None) -> TrainedEncoder:
-    """The encoder, its sidecar and its pretrain configuration (``config``), checked against the prepared images."""
-    model, sidecar = load_encoder(path, resolve_device("auto"))
+    """The encoder, its sidecar and its pretrain configuration (``config``), checked against the prepared data. Without
+    it, the modality is the one whose encoder the sidecar's ``kind`` names."""
+    modality = (
+        prepared.modality if prepared is not None else modality_named("graph" if encoder_kind(path) == GRAPH_ENCODER_KIND else "image")
+    )
+    model, sidecar = modality.load_encoder(path, resolve_device("auto"))
     try:
         config = PretrainConfig(**sidecar.config)
     except (KeyError, TypeError, UsageError) as exc:
         raise HclError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
     if prepared is not None:
-        check_fits_dataset(model, prepared.card.image_shape, str(path), str(prepared.folder))
-    return TrainedEncoder(path, model, sidecar, config)
+        modality.check_fits(model, prepared.card, str(path), str(prepared.folder))
+    return TrainedEncoder(path, model, sidecar, config, modality)
+
+
+def encoder_kind(path: Path) -> Any:
+    """The ``kind`` its sidecar records of an encoder artifact (None when the sidecar is unreadable: the reader names why)."""
+    try:
+        return read_json(sidecar_path(path), what="encoder sidecar").get("kind")
+    except HclError:
+        return None

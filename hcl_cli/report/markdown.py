@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hcl_cli.artifacts import sidecar_path
+from hcl_cli.artifacts import is_finite_number, sidecar_path
 from hcl_cli.config.base import load_params
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.datasets import CARD_FILE
@@ -25,6 +25,7 @@ from hcl_cli.report.writer import FIGURES_FOLDER
 from hcl_cli.stats import wilson_interval
 
 if TYPE_CHECKING:
+    from hcl_cli.modality import Modality
     from hcl_cli.report.figures import Figure
 
 LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
@@ -71,6 +72,12 @@ class MetricRow:
     source: str
 
     def cells(self) -> list[str]:
+        svm = self.metrics.details.get("svm") if self.metrics.params.get("protocol") == "svm" else None
+        if isinstance(svm, dict):  # mean and std over the folds of the cross-validation
+            std = f"{svm['std']:.4f}" if is_finite_number(svm.get("std")) else "?"
+            spread = f"± {std} (std over {inline(svm.get('repeats', '?'))} x {inline(svm.get('folds', '?'))} folds)"
+            accuracies = [f"{self.metrics.top1:.4f}", spread, f"{self.metrics.top5:.4f}", "(over the folds)"]
+            return [self.evaluation, inline(self.encoder), self.metrics.feature, f"{self.metrics.test_size:,}", *accuracies, self.source]
         accuracies = [cell for key in ("top1", "top5") for cell in accuracy_cells(getattr(self.metrics, key), self.metrics.test_size)]
         return [self.evaluation, inline(self.encoder), self.metrics.feature, f"{self.metrics.test_size:,}", *accuracies, self.source]
 
@@ -84,6 +91,11 @@ def accuracy_cells(accuracy: float, test_size: int) -> list[str]:
 def labels_note(encoder: TrainedEncoder) -> str:
     """Whether pretraining read the labels, and why."""
     config = encoder.config
+    if config.needs_labels and encoder.modality.name == "graph":
+        return (
+            f"**yes**: `{config.sampler}` reads the graphs' labels, and graph pretraining reads every graph, test graphs "
+            "included (the papers' protocol), so the encoder has seen the labels it is evaluated on: this is not a self-supervised result"
+        )
     if config.spec.supervised:
         return (
             f"**yes**: `{config.sampler}` is a supervised sampler (its negatives are chosen by label and every same-label "
@@ -105,12 +117,20 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
     else:
         card = prepared.card
         counts = ", ".join(f"{count:,} {split}" for split, count in card.counts.items())
+    if prepared is not None and prepared.modality.name == "graph":
+        lines.append(
+            f"- **Dataset**: {code(card.name)} ({inline(card.source)}): {counts} graphs (a stratified split, seed "
+            f"{inline(card.seed)}), {card.num_classes} classes, {card.avg_nodes:.1f} nodes and {card.avg_edges:.1f} edges per graph "
+            f"on average, {card.feature_dim} node features ({inline(card.features)}); from {code(prepared.folder / CARD_FILE)}."
+        )
+    elif prepared is not None:
         shape = " x ".join(map(str, card.image_shape))
         skipped = f"; {card.skipped:,} unreadable files were skipped" if card.skipped else ""
         lines.append(
             f"- **Dataset**: {code(card.name)} ({inline(card.source or 'source not recorded')}): {counts} images, "
             f"{card.num_classes} classes, images of {shape} (channels x height x width){skipped}; from {code(prepared.folder / CARD_FILE)}."
         )
+    if prepared is not None:
         if encoder is not None and encoder.sidecar.dataset not in (None, card.name):
             lines.append(
                 f"- **Warning**: the encoder's sidecar says it was trained on {code(encoder.sidecar.dataset)}, not {code(card.name)}."
@@ -120,7 +140,7 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         return "\n".join(lines)
     sidecar, source = encoder.sidecar, code(sidecar_path(encoder.path))
     lines.append(
-        f"- **Pretraining**: `{encoder.config.sampler}`, {encoder.model.arch}, {inline(sidecar.epoch if sidecar.epoch is not None else '?')} epochs; labels used: {labels_note(encoder)}."
+        f"- **Pretraining**: `{encoder.config.sampler}`, {architecture(encoder)}, {inline(sidecar.epoch if sidecar.epoch is not None else '?')} epochs; labels used: {labels_note(encoder)}."
     )
     record = sidecar.run
     if record is not None:
@@ -139,6 +159,14 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
     software = ", ".join(f"{name} {inline(versions[name])}" for name in ("torch", "torchvision", "hcl", "python") if name in versions)
     lines.append(f"- **Software**: {software or 'not recorded'} (from {source}).")
     return "\n".join(lines)
+
+
+def architecture(encoder: TrainedEncoder) -> str:
+    """The encoder's architecture, with its sizes for a GIN (``gin (3 layers of 32, 96-d graph embedding)``)."""
+    model = encoder.model
+    if model.arch == "gin":
+        return f"gin ({model.encoder.layers} layers of {model.encoder.hidden}, {model.feature_dim}-d graph embedding)"
+    return str(model.arch)
 
 
 def duration(record: dict[str, Any]) -> str:
@@ -179,7 +207,9 @@ def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepar
     )
 
 
-def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEncoder | None, *, baselines: bool) -> str:
+def protocol_section(
+    metrics: dict[str, EvaluationMetrics], encoder: TrainedEncoder | None, *, baselines: bool, modality: Modality | None = None
+) -> str:
     """How each number was obtained, with the settings recorded in its metrics file."""
     lines = ["## Evaluation protocol", "", "The encoder is frozen and in eval mode (BatchNorm uses its running statistics).", ""]
     if "knn" in metrics:
@@ -193,17 +223,22 @@ def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEnco
     if "linear" in metrics:
         lines.append(linear_protocol(metrics["linear"]))
     if baselines:
+        graphs = modality is not None and modality.name == "graph"
+        inputs = "graphs" if graphs else "images under the run's eval transform (per-channel normalisation, no augmentation)"
         untrained = (
             f"the same architecture ({encoder.model.arch}) untrained: initialised with the run's seed {encoder.config.seed}, "
-            "in eval mode (BatchNorm at its initial statistics), its features of the prepared images under the run's eval "
-            "transform (per-channel normalisation, no augmentation); and "
+            f"in eval mode (BatchNorm at its initial statistics), its features of the prepared {inputs}; and "
             if encoder is not None
             else ""
         )
+        raw = (
+            "each graph's summed node features (the counts of its node labels, or degrees), L2-normalised"
+            if graphs
+            else "the raw pixels, each image flattened, scaled to [0, 1] and L2-normalised"
+        )
         lines.append(
-            f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}the raw pixels, each image "
-            "flattened, scaled to [0, 1] and L2-normalised. Pretraining is worth its cost where the trained encoder beats both "
-            "beyond the intervals."
+            f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}{raw}. Pretraining is worth its "
+            "cost where the trained encoder beats both beyond the intervals."
         )
     lines.append(
         "- **Intervals**: the 95% Wilson score interval of a binomial proportion (Wilson 1927) on the number of test images; "
@@ -215,6 +250,15 @@ def protocol_section(metrics: dict[str, EvaluationMetrics], encoder: TrainedEnco
 def linear_protocol(linear: EvaluationMetrics) -> str:
     """The linear readout's protocol bullet: on the fixed embeddings, or the papers' on augmented views."""
     params = linear.params
+    if params.get("protocol") == "svm":
+        return (
+            f"- **SVM** (the graph papers' protocol, HCL App. D.2, as evaluate_embedding.py): on the {params['feature']} embeddings "
+            f"of every graph, train and test together, {params['svm_repeats']} x {params['svm_folds']}-fold stratified "
+            f"cross-validation (seed {params['seed']}); in each training fold an RBF SVC's C is chosen from "
+            f"{inline(params['svm_c_grid'])} by {params['svm_inner_folds']}-fold cross-validated accuracy, refitted, and "
+            "scored on the held-out fold. Reported: the mean accuracy over all folds and its standard deviation (not a "
+            "Wilson interval)."
+        )
     if params.get("protocol") == "paper":
         augmentation = linear.details.get("augmentation") if isinstance(linear.details.get("augmentation"), dict) else {}
         recipe = (

@@ -21,7 +21,11 @@ Sections, each written only when its inputs exist (only the metrics folder is re
   (H-SCL Figs. 4-5), all from pretrain's dvclive logs; same- vs different-label cosine similarity
   histograms of the test embeddings, of the feature the kNN (else linear) evaluation read (HCL
   Fig. 5); and the hardest negatives of a few test anchors under the run's sampler (HCL Fig. 12),
-  which needs the encoder and the prepared images.
+  which needs the encoder and the prepared images (images only: graphs have no views to show).
+
+Graphs (:mod:`hcl_cli.graph.modality`) go through the same sections: the card's graphs, the GIN's
+sizes, the SVM protocol's mean and standard deviation over folds, and the summed node features
+as the raw baseline.
 
 Every input is read, and every baseline computed, before the first file is written; the report
 and its figures are then written as one set under the folder's lock (:mod:`hcl_cli.report.writer`).
@@ -72,15 +76,19 @@ def run(config: ReportConfig) -> None:
         recorded = {name: Recorded(metrics[name].params, sources[name]) for name in METRIC_FILES if name in metrics}
         if prepared is not None:
             card = prepared.card
+            dataset = {"dataset": "tu", "name": card.name} if prepared.modality.name == "graph" else {"dataset": card.name}
             recorded["prepare"] = Recorded(
-                {"dataset": card.name} | ({"seed": card.seed} if card.seed is not None else {}),
+                dataset | ({"seed": card.seed} if card.seed is not None else {}),
                 code(prepared.folder / CARD_FILE, cell=True),
             )
         if encoder is not None:
             recorded["pretrain"] = Recorded(encoder.config.params(), code(sidecar_path(encoder.path), cell=True))
         recorded["report"] = Recorded(config.params(), "`hcl report` options")
 
-        rows = [MetricRow(METRIC_FILES[name][0], "trained", values, sources[name]) for name, values in metrics.items()]
+        rows = [
+            MetricRow("SVM" if values.params.get("protocol") == "svm" else METRIC_FILES[name][0], "trained", values, sources[name])
+            for name, values in metrics.items()
+        ]
         if "knn" in metrics and prepared is not None:
             baselines = knn_baselines(metrics["knn"], prepared, encoder)
             rows[1:1] = [MetricRow("kNN (baseline)", name, values, "computed by `hcl report`") for name, values in baselines.items()]
@@ -88,13 +96,17 @@ def run(config: ReportConfig) -> None:
         drawn = [
             *training_figures(Path(config.plots) / PRETRAIN_METRICS),
             *similarity_figure(Path(config.embeddings), feature),
-            *(hard_negative_figure(config, prepared, encoder) if prepared is not None and encoder is not None else []),
+            *(
+                hard_negative_figure(config, prepared, encoder)
+                if prepared is not None and encoder is not None and prepared.modality.two_views
+                else []
+            ),
         ]
         sections = [
             title_line(config.title),
             run_section(prepared, encoder, Path(config.data), Path(config.model)),
             metric_section(rows, encoder, prepared),
-            protocol_section(metrics, encoder, baselines=len(rows) > len(metrics)),
+            protocol_section(metrics, encoder, baselines=len(rows) > len(metrics), modality=prepared.modality if prepared else None),
             parameter_section(Path(config.params_file), recorded, encoder),
             figure_section(drawn),
         ]
