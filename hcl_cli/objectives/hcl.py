@@ -48,7 +48,7 @@ def tilted_log_weights(batch: ScoreBatch, uniform: Tensor, options: SamplerOptio
 
 def debiased(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """Chuang et al.'s debiased negatives: HCL with beta = 0 (uniform weights, tau+ correction)."""
-    return NegativeWeights(batch.uniform, debiased=True)
+    return NegativeWeights(batch.uniform, debiased=True, log_normaliser=batch.uniform_log_normaliser)
 
 
 def hucl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:

@@ -28,13 +28,13 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, uniform_on
+from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, label_runs, uniform_on
 from hcl_cli.objectives.hcl import tilted_log_weights
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
-def different_label_support(batch: ScoreBatch) -> tuple[Tensor, Tensor]:
-    """The (anchor, candidate) pairs of different labels, and which anchors have any.
+def different_label_support(batch: ScoreBatch) -> tuple[Tensor, Tensor, Tensor]:
+    """The (anchor, candidate) pairs of different labels, which anchors have any, and the log of each anchor's number of them.
 
     Every anchor's label is among the candidates' (its own key or row; a node's own graph), so an anchor has no
     different-label candidate exactly when all candidates share one label: validity is one flag
@@ -45,19 +45,20 @@ def different_label_support(batch: ScoreBatch) -> tuple[Tensor, Tensor]:
     has_negatives = (candidates != candidates[0]).any()
     classes = torch.where(has_negatives, labels, batch.masks.anchor_images)
     candidate_classes = torch.where(has_negatives, candidates, batch.masks.candidate_images)
-    return classes[:, None] != candidate_classes[None, :], has_negatives.expand(len(labels))
+    sizes = len(candidate_classes) - label_runs(classes, candidate_classes)[2]
+    return classes[:, None] != candidate_classes[None, :], has_negatives.expand(len(labels)), sizes.to(batch.compute_dtype).log()
 
 
 def hscl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """H-SCL(beta): different-label negatives weighted by ``exp(beta s_ij)`` (``clip`` and ``detach_weights`` as in HCL)."""
-    support, anchor_valid = different_label_support(batch)
+    support, anchor_valid, _ = different_label_support(batch)
     return NegativeWeights(tilted_log_weights(batch, uniform_on(support, batch.compute_dtype), options), anchor_valid)
 
 
 def scl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """SCL: different-label negatives, uniformly weighted (H-SCL(beta) with beta = 0)."""
-    support, anchor_valid = different_label_support(batch)
-    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)
+    support, anchor_valid, log_sizes = different_label_support(batch)
+    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid, log_normaliser=log_sizes)
 
 
 def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
@@ -70,7 +71,7 @@ def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeight
     """
     if options.threshold is None:
         raise UsageError("the hscl-threshold sampler needs the current cosine threshold (threshold=...)")
-    support, anchor_valid = different_label_support(batch)
+    support, anchor_valid, _ = different_label_support(batch)
     hard = support & (batch.cosine >= options.threshold)
     support = hard.where(hard.any(dim=1, keepdim=True), support)
     return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)

@@ -14,4 +14,4 @@ from hcl_cli.objectives.sampler_options import SamplerOptions
 
 def ucl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """Uniform q(j|i) over every sample but the anchor and its partner."""
-    return NegativeWeights(batch.uniform)
+    return NegativeWeights(batch.uniform, log_normaliser=batch.uniform_log_normaliser)

@@ -225,12 +225,15 @@ SCORES: tuple[Callable[[PairBatch, SamplerOptions], Tensor], ...] = (similarity_
 """The three parts, in the order of ``undimix_weights``."""
 
 
-def min_max_over_negatives(scores: Tensor, negatives: Tensor) -> Tensor:
-    """Scale each row of ``scores`` to [0, 1] over the row's negatives; a constant row becomes 0."""
-    low = scores.masked_fill(~negatives, math.inf).amin(dim=1, keepdim=True)
-    high = scores.masked_fill(~negatives, -math.inf).amax(dim=1, keepdim=True)
+def min_max_over_negatives(scores: Tensor, negatives: Tensor) -> tuple[Tensor, Tensor]:
+    """Per row, ``(scale, offset)`` (n, 1) with ``scores * scale + offset`` scaled to [0, 1] over the row's negatives
+    (``(s - low) / (high - low)``); a constant row gets 0 and 0. Affine, so that :func:`importance` mixes the
+    parts in one pass each (``addcmul``) instead of normalising every part as a matrix first."""
+    low = torch.where(negatives, scores, math.inf).amin(dim=1, keepdim=True)
+    high = torch.where(negatives, scores, -math.inf).amax(dim=1, keepdim=True)
     span = high - low
-    return torch.where(span > 0, (scores - low) / span, 0.0)
+    scale = torch.where(span > 0, 1.0 / span, 0.0)
+    return scale, -low * scale
 
 
 def head_hidden(batch: PairBatch, options: SamplerOptions) -> Tensor:
@@ -271,18 +274,25 @@ def importance(batch: PairBatch, options: SamplerOptions) -> Tensor:
     mix = mixing_weights(batch, options)
     with torch.no_grad():
         parts = [
-            (k, min_max_over_negatives(score(batch, options), negatives))
+            (k, scores, *min_max_over_negatives(scores, negatives))
             for k, score in enumerate(SCORES)
             if options.undimix_weights[k] > 0
+            for scores in (score(batch, options),)
         ]
-    return sum(mix[k] * part for k, part in parts).masked_fill(~negatives, 0.0)
+    offset = sum(mix[k] * part_offset for k, _, _, part_offset in parts)
+    combined = None
+    for k, scores, scale, _ in parts:
+        combined = torch.addcmul(offset, scores, mix[k] * scale) if combined is None else combined.addcmul_(scores, mix[k] * scale)
+    return combined.masked_fill(~negatives, 0.0)
 
 
 def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
-    """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity."""
+    """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity.
+
+    Every row sums to M (the uniform fallback too), whatever the learned mixing weights: its ``log_normaliser`` is ``log M``."""
     combined = importance(batch, options)
     mean = combined.sum(dim=1, keepdim=True) / batch.num_negatives
     positive = combined > 0
     log_weights = torch.where(positive, torch.where(positive, combined, 1.0).log(), -math.inf) - torch.where(mean > 0, mean, 1.0).log()
     uniform = batch.uniform
-    return NegativeWeights(torch.where(mean > 0, log_weights, uniform))
+    return NegativeWeights(torch.where(mean > 0, log_weights, uniform), log_normaliser=batch.uniform_log_normaliser)

@@ -1,0 +1,126 @@
+"""The loss's fast paths equal the plain computations they replace (values and gradients), never timing.
+
+``row_logsumexp`` against ``torch.logsumexp``; ``same_label_pairs`` against ``nonzero`` of the
+(n, m) mask; the samplers' known ``log_normaliser`` against the rows' ``logsumexp``; the
+stabilised Sinkhorn against POT's log-domain Sinkhorn (same number of iterations) at tiny
+epsilon and on wide-range node-graph costs, with its marginals.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import ot as pot
+import pytest
+import torch
+
+from hcl_cli.objectives.core import PairBatch, row_logsumexp, same_label_pairs
+from hcl_cli.objectives.ot import StabilisedKernel, sinkhorn_log_coupling
+from hcl_cli.objectives.registry import SAMPLERS, lookup
+from hcl_cli.objectives.sampler_options import SamplerOptions
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_row_logsumexp_equals_torch_logsumexp_with_gradient(dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(0)
+    matrix = 40 * torch.randn(30, 25, generator=generator, dtype=dtype)
+    matrix = matrix.masked_fill(torch.rand(30, 25, generator=generator) < 0.6, -math.inf)
+    matrix[:, 3] = torch.randn(30, generator=generator, dtype=dtype)
+    matrix.requires_grad_()
+    weights = torch.randn(30, generator=generator, dtype=dtype)
+    fast, plain = row_logsumexp(matrix), torch.logsumexp(matrix, dim=1)
+    torch.testing.assert_close(fast, plain)
+    torch.testing.assert_close(torch.autograd.grad(fast, matrix, weights)[0], torch.autograd.grad(plain, matrix, weights)[0])
+    with torch.no_grad():
+        torch.testing.assert_close(row_logsumexp(matrix), plain.detach())
+
+
+def test_same_label_pairs_equal_nonzero_of_the_mask() -> None:
+    generator = torch.Generator().manual_seed(1)
+    labels = torch.randint(0, 4, (12,), generator=generator)
+    candidate_labels = torch.cat([labels, torch.randint(0, 5, (7,), generator=generator)])
+    others = torch.rand(12, 19, generator=generator) > 0.2
+    rows, pairs = same_label_pairs(labels, candidate_labels, others)
+    expected = torch.nonzero(((labels[:, None] == candidate_labels[None, :]) & others).view(-1)).squeeze(1)
+    assert torch.equal(pairs, expected)
+    assert torch.equal(rows, expected // 19)
+
+
+@pytest.mark.parametrize("sampler", [name for name in SAMPLERS if name not in ("hucl", "hscl", "hscl-threshold")])
+def test_known_log_normalisers_are_the_rows_logsumexp(sampler: str) -> None:
+    """A sampler that states its rows' ``logsumexp`` states it right (float64, so only the statement can differ)."""
+    generator = torch.Generator().manual_seed(2)
+    z1, z2 = (torch.randn(6, 5, generator=generator, dtype=torch.float64) for _ in range(2))
+    labels = torch.tensor([0, 1, 2, 0, 1, 2])
+    spec = lookup(sampler)
+    options = SamplerOptions.resolve(spec, {})
+    if spec.head_inputs:
+        options = options.with_inputs(head_inputs=tuple(torch.randn(6, 4, generator=generator, dtype=torch.float64) for _ in range(2)))
+    batch = PairBatch(z1, z2, labels, options.temperature)
+    negatives = spec.load()(batch, options)
+    assert negatives.log_normaliser is not None
+    torch.testing.assert_close(negatives.log_normaliser, torch.logsumexp(negatives.log_weights, dim=1).detach())
+
+
+def node_graph_cost(nodes: int, graphs: int, scale: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``-2 l.g`` of unnormalised node and graph embeddings (scores up to about ``scale^2``), and each node's own graph."""
+    generator = torch.Generator().manual_seed(seed)
+    local = scale * torch.randn(nodes, 8, generator=generator, dtype=torch.float64) / math.sqrt(8)
+    global_ = scale * torch.randn(graphs, 8, generator=generator, dtype=torch.float64) / math.sqrt(8)
+    own = torch.arange(graphs).repeat_interleave(nodes // graphs)[:, None] == torch.arange(graphs)
+    return -2 * local @ global_.T, own
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 0.05, 0.5])
+@pytest.mark.parametrize("iterations", [1, 3, 40])
+def test_stabilised_sinkhorn_is_pot_log_domain_on_wide_range_costs(epsilon: float, iterations: int) -> None:
+    """Scores of ~+-30 at epsilon 1e-3: the log-kernel spans 1e5; still POT's sinkhorn_log after the same iterations."""
+    cost, own = node_graph_cost(60, 6, 5.0, seed=3)
+    nodes, graphs = cost.shape
+    log_coupling = sinkhorn_log_coupling(cost.masked_fill(own, math.inf), epsilon, iterations)
+    expected = pot.bregman.sinkhorn_log(
+        np.full(nodes, 1 / nodes),
+        np.full(graphs, 1 / graphs),
+        cost.masked_fill(own, 1e9).numpy(),
+        epsilon,
+        numItermax=iterations,
+        stopThr=0.0,
+        warn=False,
+    )
+    np.testing.assert_allclose(log_coupling.exp().numpy(), expected, rtol=1e-9, atol=1e-15)
+    torch.testing.assert_close(log_coupling.exp().sum(1) * nodes, torch.ones(nodes, dtype=torch.float64), rtol=1e-10, atol=0)
+    assert log_coupling.exp()[own].max() == 0
+
+
+def test_stabilised_sinkhorn_in_float32_is_pot_to_float32_rounding() -> None:
+    """float32 on a node-graph batch at epsilon 0.05 (scores of ~+-16, a log-kernel spanning e^600): POT's
+    float64 log-domain coupling after the same 20 iterations, to float32 rounding; the rows sum to 1/n."""
+    cost, own = node_graph_cost(120, 8, 4.0, seed=4)
+    nodes, graphs = cost.shape
+    coupling = sinkhorn_log_coupling(cost.float().masked_fill(own, math.inf), 0.05, 20).exp().double()
+    expected = pot.bregman.sinkhorn_log(
+        np.full(nodes, 1 / nodes),
+        np.full(graphs, 1 / graphs),
+        cost.masked_fill(own, 1e9).numpy(),
+        0.05,
+        numItermax=20,
+        stopThr=0.0,
+        warn=False,
+    )
+    # log P = log K + f + g with terms of ~640 in float32: 640 * 6e-8 ~ 4e-5 of rounding, relative, in every entry
+    np.testing.assert_allclose(coupling.numpy() * nodes, expected * nodes, rtol=2e-4, atol=1e-6)
+    torch.testing.assert_close(coupling.sum(1) * nodes, torch.ones(nodes, dtype=torch.float64), rtol=0, atol=2e-4)
+
+
+def test_an_update_past_the_bound_is_redone_in_the_log_domain() -> None:
+    """A first column update on a kernel spanning e^4000 leaves the bound: the update is logsumexp's, and absorbed."""
+    cost, own = node_graph_cost(30, 3, 5.0, seed=5)
+    log_kernel = (-cost / 1e-3).masked_fill(own, -math.inf)
+    kernel = StabilisedKernel(log_kernel)
+    kernel.update_columns()
+    row_potentials = kernel.update_rows()
+    columns = -math.log(3) - torch.logsumexp(log_kernel, dim=0)
+    rows = -math.log(30) - torch.logsumexp(log_kernel + columns[None, :], dim=1)
+    torch.testing.assert_close(row_potentials, rows)
+    assert torch.equal(kernel.u, torch.ones(30, dtype=torch.float64))
