@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import signal
@@ -79,7 +78,6 @@ INTERRUPTED_EXIT = 130
 class Interrupted(BaseException):
     """Ctrl-C outside training. Not a KeyboardInterrupt, which click would turn into an Abort after printing a blank line;
     a BaseException, so that no ``except Exception`` swallows it and every ``finally`` still runs."""
-_exit_at_shutdown_registered = False
 
 
 def exit_at_once(prog: str) -> None:
@@ -101,13 +99,13 @@ def exit_at_once(prog: str) -> None:
 @contextlib.contextmanager
 def interrupt_policy(prog: str) -> Iterator[None]:
     """Ctrl-C during the block raises :class:`Interrupted` once (clean-ups run, the caller prints one line and exits 130);
-    a second Ctrl-C, one after the block ended by an exception (the caller is reporting it and exiting), and one while
-    the process shuts down, exit at once with one line. A block that ends normally puts the previous handler back.
+    a second Ctrl-C, and any Ctrl-C after the block (the caller reports how the command ended and the process exits),
+    exit at once with one line. (Late in the interpreter's shutdown Python restores the default action, so a Ctrl-C
+    there ends the process by the signal itself: no output, and the shell reports 130 all the same.)
 
     Training's :func:`stop_on_signals` takes SIGINT over while it runs and puts this policy back.
     Outside the main thread signals keep their handlers.
     """
-    global _exit_at_shutdown_registered
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -116,14 +114,8 @@ def interrupt_policy(prog: str) -> Iterator[None]:
         exit_at_once(prog)
         raise Interrupted
 
-    previous = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, first)
-    if not _exit_at_shutdown_registered:
-        atexit.register(exit_at_once, "hcl")
-        _exit_at_shutdown_registered = True
     try:
         yield
-    except BaseException:
-        exit_at_once(prog)  # an error or an interrupt is on its way out: the process is ending
-        raise
-    signal.signal(signal.SIGINT, previous)
+    finally:
+        exit_at_once(prog)  # the command is over, however it ended: what is left is reporting it and exiting
