@@ -231,7 +231,7 @@ def test_ctrl_c_while_the_process_shuts_down_is_one_line_and_exit_130(tmp_path: 
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
-    assert stderr.strip() == "hcl: error: interrupted"
+    assert stderr.strip() == "hcl params: error: interrupted"
 
 
 def test_a_second_ctrl_c_exits_at_once_with_one_line(tmp_path: Path) -> None:
