@@ -16,7 +16,7 @@ from hcl_cli import cli
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, LinearConfig, PretrainConfig
 from hcl_cli.params import default_params_yaml, stage_params
-from hcl_cli.presets import CONFIGS, MACHINE_KEYS, PAPER_LINEAR, PRESETS, Preset
+from hcl_cli.presets import CONFIGS, GRAPH_PRESETS, MACHINE_KEYS, PAPER_LINEAR, PRESETS, Preset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,11 @@ def params_file(tmp_path: Path) -> Path:
     return tmp_path / "params.yaml"
 
 
-@pytest.mark.parametrize("preset", PRESETS.values(), ids=list(PRESETS))
+IMAGE_PRESETS = {name: preset for name, preset in PRESETS.items() if preset not in GRAPH_PRESETS}
+"""The image presets (the graph presets are checked in tests/test_graph_presets.py)."""
+
+
+@pytest.mark.parametrize("preset", IMAGE_PRESETS.values(), ids=list(IMAGE_PRESETS))
 def test_every_preset_passes_the_stages_validation_and_sets_only_what_its_sampler_reads(preset: Preset) -> None:
     groups = preset.groups()
     assert set(groups) == {"prepare", "pretrain", "linear"}

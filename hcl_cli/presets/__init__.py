@@ -6,7 +6,8 @@ paper reports for it and a note of what the paper leaves unsaid and where hcl's 
 instead (the official code, by file and flag). Every value is checked against the stage options
 it sets (:mod:`hcl_cli.config`); ``tests/test_preset_sources.py`` holds the table against a
 transcription of the sources. One module per paper family holds the table data
-(:mod:`~hcl_cli.presets.hcl`, :mod:`~hcl_cli.presets.jiang`, :mod:`~hcl_cli.presets.undimix`);
+(:mod:`~hcl_cli.presets.hcl`, :mod:`~hcl_cli.presets.jiang`, :mod:`~hcl_cli.presets.undimix`, and the graph
+tables in :mod:`~hcl_cli.presets.graphs`, held against their tables in ``tests/test_graph_presets.py``);
 :mod:`~hcl_cli.presets.writer` writes a preset into a params file.
 
 This package imports no torch: ``hcl preset`` stays instant.
@@ -19,13 +20,14 @@ from pathlib import Path
 from hcl_cli.errors import UsageError
 from hcl_cli.presets import writer
 from hcl_cli.presets.base import CONFIGS, MACHINE_KEYS, PAPER_LINEAR, Preset
+from hcl_cli.presets.graphs import GRAPH_PRESETS
 from hcl_cli.presets.hcl import HCL_PRESETS
 from hcl_cli.presets.jiang import HSCL_PRESETS, OT_PRESETS
 from hcl_cli.presets.undimix import UNDIMIX_PRESETS
 
-__all__ = ["CONFIGS", "MACHINE_KEYS", "PAPER_LINEAR", "PRESETS", "Preset", "apply", "listing", "lookup", "rows"]
+__all__ = ["CONFIGS", "GRAPH_PRESETS", "MACHINE_KEYS", "PAPER_LINEAR", "PRESETS", "Preset", "apply", "listing", "lookup", "rows"]
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in HCL_PRESETS + HSCL_PRESETS + OT_PRESETS + UNDIMIX_PRESETS}
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in HCL_PRESETS + HSCL_PRESETS + OT_PRESETS + UNDIMIX_PRESETS + GRAPH_PRESETS}
 """Every preset by name, in the order ``hcl preset`` lists them."""
 
 COLUMNS = ("name", "paper", "table / figure", "dataset", "top-1 (%)")
