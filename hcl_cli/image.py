@@ -20,9 +20,7 @@ from hcl_cli.errors import UsageError
 from hcl_cli.models import ContrastiveModel, EncoderSidecar, build_model, check_fits_dataset, encode, load_encoder, save_encoder
 
 if TYPE_CHECKING:
-    from hcl_cli.config.pretrain import PretrainConfig
-    from hcl_cli.distributed import DistributedContext
-    from hcl_cli.training.step import TrainingStep
+    pass
 
 
 class ImageModality:
@@ -57,13 +55,6 @@ class ImageModality:
         _, height, width = card.image_shape
         if height != width:
             raise UsageError(f"{folder} holds {height}x{width} images; pretrain needs square images (prepare with --image-size)")
-
-    def build_training(
-        self, config: PretrainConfig, card: DatasetCard, context: DistributedContext
-    ) -> tuple[ContrastiveModel, TrainingStep]:
-        from hcl_cli.training.step import build_training
-
-        return build_training(config, card, context)
 
     def save_encoder(self, path: str | Path, model: ContrastiveModel, card: DatasetCard, meta: dict[str, Any]) -> None:
         """The encoder artifact, recording the card's per-channel mean and std for the eval transform."""

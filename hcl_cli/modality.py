@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     import torch
     from torch import Tensor, nn
 
-    from hcl_cli.config.pretrain import PretrainConfig
-    from hcl_cli.distributed import DistributedContext
 
 MODALITIES: dict[str, str] = {
     "image": "hcl_cli.image:IMAGES",  # hcl_cli/image.py
@@ -120,9 +118,6 @@ class Modality(Protocol):
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Samples, Tensor]:
         """The samples of ``splits``, in that order, on ``device``, and their int64 labels (-1: unlabelled)."""
-
-    def build_training(self, config: PretrainConfig, card: Any, context: DistributedContext) -> tuple[nn.Module, Step]:
-        """The model to train (on ``context.device``) and the :class:`Step` that trains it."""
 
     def save_encoder(self, path: str | Path, model: nn.Module, card: Any, meta: dict[str, Any]) -> None:
         """Write the trained encoder artifact (atomic) with ``meta`` and what the modality needs to read it back."""

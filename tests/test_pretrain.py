@@ -30,7 +30,8 @@ from hcl_cli.models import load_encoder
 from hcl_cli.objectives.registry import SAMPLERS, supervised_samplers
 from hcl_cli.provenance import describe_extent
 from hcl_cli.stages import embed, prepare
-from hcl_cli.training import loop, memory, step
+from hcl_cli.training import builders, loop, memory, step
+from hcl_cli.training.builders import build_training
 from hcl_cli.training.signals import TrainingInterrupted
 
 TINY = {"epochs": 1, "batch_size": 16, "device": "cpu"}
@@ -122,7 +123,7 @@ def test_hcl_pretrain_with_a_queue_of_512_trains_hucl_on_digits(digits: Path, tm
     "options",
     [
         {"sampler": "hucl", "positives": "labels"},
-        {"sampler": "undimix", "undimix_uncertainty": "autograd"},
+        {"sampler": "undimix", "undimix_uncertainty": "literal"},
         {"sampler": "hscl", "objective": "bcl", "anneal": "paper"},
         {"sampler": "undimix", "undimix_learned": True, "undimix_weights": "1,2,0"},
     ],
@@ -306,7 +307,7 @@ def test_an_emptied_metrics_file_does_not_stop_a_resume(digits: Path, tmp_path: 
 
 def test_an_unwritable_output_folder_fails_before_training(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a-file").write_text("not a folder")
-    monkeypatch.setattr(step, "build_training", lambda *args: pytest.fail("training was set up"))
+    monkeypatch.setitem(builders.TRAINING_BUILDERS, "image", lambda *args: pytest.fail("training was set up"))
     with pytest.raises(HclError, match=r"cannot write .*a-file/models"):
         pretrain.run(tiny_config(digits, tmp_path / "a-file"))
 
@@ -390,7 +391,7 @@ def estimated_bytes(config: PretrainConfig) -> float:
     """The memory check's estimate for ``config``'s step."""
     context = DistributedContext(0, 1, 0, torch.device("cpu"))
     card = load_card(config.data)
-    model, training_step = modality_of(config.data).build_training(config, card, context)
+    model, training_step = build_training(modality_of(config.data), config, card, context)
     images, labels = modality_of(config.data).load_samples(config.data, ["train"])
     return memory.estimate_step_memory(training_step, images, labels, config.loss_options(0), torch.device("cpu")).total(config.batch_size)
 

@@ -39,9 +39,7 @@ from hcl_cli.graph.gin import global_add_pool
 from hcl_cli.graph.prepared import SPLITS, load_split_indices
 
 if TYPE_CHECKING:
-    from hcl_cli.config.pretrain import PretrainConfig
-    from hcl_cli.distributed import DistributedContext
-    from hcl_cli.graph.step import GraphTrainingStep
+    pass
 
 MIN_BATCH_GRAPHS = 2
 """The fewest graphs a training batch holds: each node's negatives are the other graphs of its batch."""
@@ -103,18 +101,6 @@ class GraphModality:
         indices = torch.cat([split[name] for name in splits])
         batcher = GraphBatcher(dataset, device)
         return GraphSamples(batcher, indices), batcher.labels[indices.to(batcher.device)]
-
-    def build_training(self, config: PretrainConfig, card: GraphCard, context: DistributedContext) -> tuple[GinModel, GraphTrainingStep]:
-        """InfoGraph's GIN of ``gin_layers`` x ``gin_hidden`` and its step, after the checks of
-        :func:`~hcl_cli.graph.step.check_graph_training`; ``arch`` must be ``gin`` or ``auto``."""
-        from hcl_cli.graph.step import build_graph_training, check_graph_training
-
-        if config.arch not in ("auto", "gin"):
-            raise UsageError(f"{config.data} holds graphs: use --arch gin (or auto), not {config.arch}")
-        check_graph_training(config.sampler, config.loss_options(0), queue_size=config.queue_size, world_size=context.world_size)
-        return build_graph_training(
-            config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, config.lr, config.weight_decay, context.device
-        )
 
     def save_encoder(self, path: str | Path, model: GinModel, card: GraphCard, meta: dict[str, Any]) -> None:
         save_graph_encoder(path, model, meta)

@@ -13,6 +13,7 @@ Everything runs in float32 (no autocast: the official code has none).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +25,11 @@ from hcl_cli.modality import StepResult
 from hcl_cli.objectives.infograph import check_graph_sampler, node_graph_loss
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.objectives.sampler_options import SamplerOptions
+
+if TYPE_CHECKING:
+    from hcl_cli.config.pretrain import PretrainConfig
+    from hcl_cli.distributed import DistributedContext
+    from hcl_cli.graph.data import GraphCard
 
 
 @dataclass
@@ -85,3 +91,14 @@ def build_graph_training(
     model = GinModel(in_dim, hidden, layers).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     return model, GraphTrainingStep(model, optimizer, sampler)
+
+
+def build_training(config: PretrainConfig, card: GraphCard, context: DistributedContext) -> tuple[GinModel, GraphTrainingStep]:
+    """InfoGraph's GIN of ``gin_layers`` x ``gin_hidden`` and its step for ``hcl pretrain``, after the
+    checks of :func:`check_graph_training`; ``arch`` must be ``gin`` or ``auto``."""
+    if config.arch not in ("auto", "gin"):
+        raise UsageError(f"{config.data} holds graphs: use --arch gin (or auto), not {config.arch}")
+    check_graph_training(config.sampler, config.loss_options(0), queue_size=config.queue_size, world_size=context.world_size)
+    return build_graph_training(
+        config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, config.lr, config.weight_decay, context.device
+    )

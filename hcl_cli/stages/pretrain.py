@@ -44,6 +44,7 @@ from hcl_cli.modality import Modality, modality_of
 from hcl_cli.objectives.loss import check_labels
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.provenance import describe_extent, now, run_record
+from hcl_cli.training.builders import build_training
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step_stop, interrupted, resume_from, train_one_epoch
 from hcl_cli.training.memory import check_training_memory
@@ -86,7 +87,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         device = context.device
         samples, labels = modality.load_samples(config.data, splits, device)
         context.seed_everything(config.seed)
-        model, step = modality.build_training(config, card, context)
+        model, step = build_training(modality, config, card, context)
         if context.world_size == 1 and not config.compile:
             check_training_memory(step, samples, labels, loss_options(0), config.batch_size, device)
         store = CheckpointStore(Path(config.out) / "checkpoints")
