@@ -269,26 +269,38 @@ def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu
             )
     if not all(value > 0 for value in values["std"]):
         raise HclError(f"{path}: sidecar field 'std' must hold positive numbers (got {values['std']!r})")
-    recorded = {name: values.get(name) for name in RECORDED_FIELDS}
-    for name, (kind, expected) in RECORDED_FIELDS.items():
-        value = recorded[name]
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise HclError(f"{path}: sidecar field {name!r} must be {expected} (got {value!r})")
-    for name, tensor in tensors.items():
-        if tensor.is_floating_point() and not tensor.isfinite().all():
-            raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
-    model.load_state_dict(tensors)
+    recorded = load_recorded_weights(path, model, tensors, values)
     sidecar = EncoderSidecar(
         **model.architecture(),
         mean=values["mean"],
         std=values["std"],
-        **{name: value for name, value in recorded.items() if value is not None},
+        **recorded,
         schema_version=values["schema_version"],
         kind=values["kind"],
         tensors=values["tensors"],
         sha256=values["sha256"],
     )
     return model.to(device).eval(), sidecar
+
+
+def load_recorded_weights(
+    path: str | os.PathLike[str], model: nn.Module, tensors: dict[str, Tensor], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Load checked ``tensors`` into ``model`` after checking the sidecar's :data:`RECORDED_FIELDS` and the weights' finiteness.
+
+    Returns the recorded fields the sidecar has; a field of the wrong JSON type or a NaN or infinite
+    weight is a one-line HclError naming the file. Every encoder reader (images, graphs) ends here.
+    """
+    recorded = {name: values[name] for name in RECORDED_FIELDS if values.get(name) is not None}
+    for name, value in recorded.items():
+        kind, expected = RECORDED_FIELDS[name]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise HclError(f"{path}: sidecar field {name!r} must be {expected} (got {value!r})")
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not tensor.isfinite().all():
+            raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
+    model.load_state_dict(tensors)
+    return recorded
 
 
 def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], found: dict[str, Tensor]) -> None:

@@ -27,7 +27,7 @@ import torch
 from hcl_cli.artifacts.tensors import SCHEMA_VERSION, library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError
 from hcl_cli.graph.gin import InfoGraphModel
-from hcl_cli.models import check_state_dict
+from hcl_cli.models import check_state_dict, load_recorded_weights
 
 GRAPH_ENCODER_KIND = "graph encoder"
 GIN = "gin"
@@ -35,17 +35,6 @@ SIZE_FIELDS = ("in_dim", "hidden", "layers")
 """The sidecar's integers that rebuild the model."""
 SIZE_LIMIT = 65536
 """The largest width or depth a sidecar may name (a tampered 10**12 would allocate before failing)."""
-RECORDED_FIELDS: dict[str, tuple[type, str]] = {
-    "config": (dict, "a JSON object"),
-    "epoch": (int, "an integer"),
-    "seed": (int, "an integer"),
-    "dataset": (str, "a string"),
-    "world_size": (int, "an integer"),
-    "run": (dict, "a JSON object"),
-    "learned": (dict, "a JSON object"),
-    "versions": (dict, "a JSON object"),
-}
-"""What pretraining records beside the architecture (as :data:`hcl_cli.models.RECORDED_FIELDS`)."""
 
 
 class GinModel(InfoGraphModel):
@@ -133,18 +122,10 @@ def load_graph_encoder(path: str | os.PathLike[str], device: str | torch.device 
     for name in ("feature_dim", "projection_dim"):
         if values.get(name) != getattr(model, name):
             raise HclError(f"{path}: sidecar field {name!r} is {values.get(name)!r}, but this gin has {getattr(model, name)}")
-    recorded = {name: values.get(name) for name in RECORDED_FIELDS}
-    for name, (kind, expected) in RECORDED_FIELDS.items():
-        value = recorded[name]
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise HclError(f"{path}: sidecar field {name!r} must be {expected} (got {value!r})")
-    for name, tensor in tensors.items():
-        if tensor.is_floating_point() and not tensor.isfinite().all():
-            raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
-    model.load_state_dict(tensors)
+    recorded = load_recorded_weights(path, model, tensors, values)
     sidecar = GraphEncoderSidecar(
         **model.architecture(),
-        **{name: value for name, value in recorded.items() if value is not None},
+        **recorded,
         schema_version=values["schema_version"],
         kind=values["kind"],
         tensors=values["tensors"],
