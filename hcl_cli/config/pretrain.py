@@ -13,6 +13,8 @@ from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.option import Option
 
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50", "gin")
+PRECISIONS = ("auto", "fp32", "bf16")
+"""The image encoder's training precision (hcl_cli/training/precision.py: what ``auto`` picks, and why)."""
 
 
 @dataclass(init=False, frozen=True)
@@ -89,6 +91,12 @@ class PretrainConfig(StageConfig):
         0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0, maximum=COUNT_LIMIT
     )
     compile: bool = param(False, "torch.compile the encoder (CUDA).")
+    precision: str = param(
+        "auto",
+        "The image encoder's precision: bf16 (bfloat16 autocast, channels_last; the loss stays float32) or fp32; "
+        "auto: bf16 on CUDA, fp32 on a CPU (bf16 measured slower on CPUs with AMX and AVX512_BF16: benchmarks/results/cpu_precision.json).",
+        choices=PRECISIONS,
+    )
     sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
     data: str = runtime(PREPARED, "Prepared dataset folder (from hcl prepare).")
     out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")

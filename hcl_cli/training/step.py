@@ -3,9 +3,9 @@
 SimCLR's recipe as HCL trains it (Robinson et al., Sec. 5.1 and App. D.1): every image of a batch
 gives two independently augmented views, the encoder and projection head map both to ``z``, and
 :func:`hcl_cli.objectives.loss.sampler_loss` (the loss of :func:`hcl_cli.objectives.contrastive_loss`) scores them under the sampler's negative
-distribution; Adam with the papers' lr 1e-3 and weight decay 1e-6. On CUDA the encoder runs
-under bf16 autocast in channels_last, optionally ``torch.compile``-d; the loss is computed in
-float32. With ``--queue-size`` the anchors' candidates are a momentum key encoder's keys of the
+distribution; Adam with the papers' lr 1e-3 and weight decay 1e-6. At ``--precision bf16`` (``auto``:
+on CUDA; :mod:`hcl_cli.training.precision`) the encoder runs under bf16
+autocast in channels_last; optionally ``torch.compile``-d; the loss is computed in float32. With ``--queue-size`` the anchors' candidates are a momentum key encoder's keys of the
 batch and a queue of earlier keys (:mod:`hcl_cli.training.momentum`).
 """
 
@@ -29,6 +29,7 @@ from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.training.momentum import MomentumQueue
+from hcl_cli.training.precision import uses_bf16
 
 
 @dataclass
@@ -53,6 +54,8 @@ class TrainingStep:
     """The momentum key encoder and its queue (``--queue-size`` > 0), or None: in-batch negatives."""
     learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
     """Tensors the loss learns with the encoder (UnDiMix's learned weights), passed to it by name."""
+    bf16: bool = False
+    """The encoder runs under bf16 autocast on channels_last views (``--precision``), else in float32."""
 
     @property
     def spec(self) -> Sampler:
@@ -75,11 +78,10 @@ class TrainingStep:
             return self.moco_step(self.queue, images, loss_options)
         spec = self.spec
         self.optimizer.zero_grad(set_to_none=True)
-        on_cuda = self.context.device.type == "cuda"
         views = torch.cat([self.augment(images), self.augment(images)])
-        if on_cuda:
+        if self.bf16:
             views = views.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             _, hidden, z = self.network(views)
         z1, z2 = z.float().chunk(2)
         head = {"head_layer": self.model.head.output_layer} if spec.head_inputs else {}
@@ -112,11 +114,10 @@ class TrainingStep:
         with shuffled BatchNorm, the loss of the queries against their keys and the K queued keys, and, after a
         finite step, the global batch's keys enqueued."""
         self.optimizer.zero_grad(set_to_none=True)
-        on_cuda = self.context.device.type == "cuda"
         first, second = self.augment(images), self.augment(images)
-        if on_cuda:
+        if self.bf16:
             first, second = (views.contiguous(memory_format=torch.channels_last) for views in (first, second))
-        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             _, _, queries = self.network(first)
             queue.follow(self.model)
             keys = queue.encode_shuffled(second)
@@ -130,9 +131,9 @@ class TrainingStep:
 
     def momentum_keys(self, queue: MomentumQueue, views: Tensor, labelled: bool) -> MomentumKeys:
         """Move the key encoder one step of its average towards the model; its keys of the global batch, and the queue."""
-        spec, on_cuda = self.spec, self.context.device.type == "cuda"
+        spec = self.spec
         queue.follow(self.model)
-        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=on_cuda):
+        with torch.autocast(self.context.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             hidden, keys = queue.encode(views)
         k1, k2 = self.context.gather_rows(keys.float()).chunk(2)
         head_inputs = tuple(self.context.gather_rows(hidden.float()).chunk(2)) if spec.head_inputs else None
@@ -150,12 +151,12 @@ class TrainingStep:
 
 
 def build_training(config: PretrainConfig, card: DatasetCard, context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
-    """The model (on the rank's device; channels_last on CUDA) and the step that trains it with Adam (DDP under torchrun)."""
+    """The model (on the rank's device; channels_last in bf16) and the step that trains it with Adam (DDP under torchrun)."""
     device = context.device
     channels, image_size = card.image_shape[0], card.image_shape[-1]
     model = build_model(resolve_arch(config.arch, image_size), channels, image_size, config.projection_dim).to(device)
-    on_cuda = device.type == "cuda"
-    if on_cuda:
+    on_cuda, bf16 = device.type == "cuda", uses_bf16(config.precision, device)
+    if bf16:
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card.mean, card.std, blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
     learned = nn.ParameterDict(
@@ -169,8 +170,8 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
     queue = None
     if config.queue_size:
         feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0
-        dtype = torch.bfloat16 if on_cuda else torch.float32
+        dtype = torch.bfloat16 if bf16 else torch.float32
         queue = MomentumQueue(model, config.queue_size, config.momentum, dtype, feature_dim, mode=config.queue_mode)
     network = context.wrap_model(model, sync_batchnorm=config.sync_batchnorm)
     network = torch.compile(network) if config.compile else network
-    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context, queue, learned)
+    return model, TrainingStep(network, model, augment, optimizer, config.sampler, context, queue, learned, bf16)
