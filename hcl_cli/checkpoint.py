@@ -119,8 +119,10 @@ class CheckpointStore:
     def _newest_complete(self) -> Path | None:
         """The checkpoint of the furthest position whose pair is complete; None when no pair is.
 
-        A folder holding checkpoint files but no complete pair is a one-line HclError: starting
-        over silently would throw away a run that may be days old.
+        A single incomplete checkpoint is a first save that a kill interrupted: there is nothing to
+        resume, and None lets the run start over. Several checkpoints of which none is complete
+        is a one-line HclError: a save leaves the previous pair complete beside the new one, so
+        this is damage, and starting over silently would throw away a run that may be days old.
         """
         try:
             names = sorted(os.listdir(self.folder))
@@ -132,7 +134,7 @@ class CheckpointStore:
         for *_, name in sorted(found, reverse=True):
             if _is_complete(self.folder / name):
                 return self.folder / name
-        if found:
+        if len(found) > 1:
             raise HclError(
                 f"{self.folder} has no {POINTER_FILE} and none of its checkpoints is complete "
                 f"({', '.join(name for *_, name in found[:3])}): run without --resume to start over"

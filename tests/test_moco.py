@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import copy
 import math
-import re
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from test_resume import assert_bitwise_equal, config_for, encoder_tensors, final_checkpoint, start_pretrain, wait_for_checkpoint
 from torch import Tensor
 
-import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.augment import build_eval_transform
-from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.distributed import DistributedContext
@@ -138,26 +133,3 @@ def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_
     assert int(queue.count) == 16 and result.same_label_pairs == 16
     training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0))
     assert torch.equal(queue.keys[32:], queue_before.T[32:]) and int(queue.count) == 32, "the pointer moves by B"
-
-
-def test_a_moco_run_killed_mid_epoch_then_resumed_is_bitwise_equal(
-    prepared_digits: Callable[[float], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    digits = prepared_digits(0.9)
-    queue = {"queue_size": 64, "queue_mode": "moco", "momentum": 0.9, "temperature": 0.2}
-    reference = tmp_path / "reference"
-    pretrain.run(config_for(digits, reference, **queue))
-    killed = tmp_path / "killed"
-    process = start_pretrain(config_for(digits, killed, **queue), tmp_path)
-    wait_for_checkpoint(CheckpointStore(killed / "models" / "checkpoints"), process, TrainingPosition(1, 3))
-    process.send_signal(signal.SIGKILL)
-    process.communicate()
-    assert process.returncode == -signal.SIGKILL
-
-    pretrain.run(config_for(digits, killed, resume=True, **queue))
-
-    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
-    assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
-    checkpoint = final_checkpoint(reference)
-    assert checkpoint["model.queue.count"].item() == 3 * 11 * 16, "one view's keys per image enter the queue"
-    assert_bitwise_equal(final_checkpoint(killed), checkpoint)

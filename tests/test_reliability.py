@@ -187,6 +187,14 @@ def test_a_deleted_pointer_resumes_from_the_newest_complete_checkpoint(tmp_path:
         store.latest()
 
 
+def test_a_first_checkpoint_killed_mid_write_leaves_nothing_to_resume(tmp_path: Path) -> None:
+    """A single incomplete checkpoint is the first save cut short: there is nothing to resume, so the run starts over."""
+    folder = tmp_path / "checkpoints"
+    save_artifact(folder / "epoch-0000-step-000003.safetensors", {"rng.torch": torch.zeros(1, dtype=torch.uint8)}, "checkpoint")
+    (folder / "epoch-0000-step-000003.json").unlink()
+    assert CheckpointStore(folder).latest() is None
+
+
 def test_booleans_are_not_integers_in_any_artifact_field(tmp_path: Path) -> None:
     save_artifact(tmp_path / "e.safetensors", {"a": torch.zeros(1, 2)}, "embeddings")
     values = json.loads((tmp_path / "e.json").read_text())

@@ -128,13 +128,14 @@ def final_checkpoint(run: Path) -> dict[str, torch.Tensor]:
     return load_artifact(latest, "checkpoint", {})[0]
 
 
+@pytest.mark.parametrize(("mode", "keys_per_step"), [("batch", 32), ("moco", 16)])
 def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
-    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, keys_per_step: int
 ) -> None:
     """The key encoder and the queue are part of the checkpoint: killed mid-epoch with a full queue of
     64 keys, the resumed run ends with the encoder, the key encoder, the queue and the optimizer
-    of the uninterrupted run, bit for bit."""
-    queue = {"queue_size": 64, "momentum": 0.9}
+    of the uninterrupted run, bit for bit; in either queue mode (moco enqueues one view's keys per image)."""
+    queue = {"queue_size": 64, "momentum": 0.9, "queue_mode": mode}
     reference = tmp_path / "reference"
     pretrain.run(config_for(digits, reference, **queue))
     killed = tmp_path / "killed"
@@ -149,7 +150,9 @@ def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
     assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
     assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
     checkpoint = final_checkpoint(reference)
-    assert {"model.queue.keys", "model.queue.count"} <= checkpoint.keys() and checkpoint["model.queue.count"].item() == 3 * 11 * 32
+    assert {"model.queue.keys", "model.queue.count"} <= checkpoint.keys() and checkpoint[
+        "model.queue.count"
+    ].item() == 3 * 11 * keys_per_step
     assert_bitwise_equal(final_checkpoint(killed), checkpoint)
 
 
@@ -194,7 +197,8 @@ def test_sigint_stops_at_the_step_boundary_with_a_checkpoint(digits: Path, tmp_p
     monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")  # the memory check's measuring steps would call the loss too
     handler_before = signal.getsignal(signal.SIGINT)  # SIG_IGN when the suite runs in the background
     with pytest.raises(
-        TrainingInterrupted, match=r"stopped by SIGINT \(in epoch 1 of 3 \(log step 0\), at step 2 of 11\); checkpoint saved to .*epoch-0000-step-000002\.safetensors"
+        TrainingInterrupted,
+        match=r"stopped by SIGINT \(in epoch 1 of 3 \(log step 0\), at step 2 of 11\); checkpoint saved to .*epoch-0000-step-000002\.safetensors",
     ) as error:
         pretrain.run(config_for(digits, tmp_path, checkpoint_every=0))
     assert error.value.exit_code == 130
