@@ -20,6 +20,7 @@ from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.datasets import CARD_FILE
 from hcl_cli.errors import UsageError
 from hcl_cli.metrics import EvaluationMetrics
+from hcl_cli.provenance import describe_extent
 from hcl_cli.report.inputs import Prepared, Recorded, TrainedEncoder
 from hcl_cli.report.writer import FIGURES_FOLDER
 from hcl_cli.stats import wilson_interval
@@ -140,7 +141,7 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         return "\n".join(lines)
     sidecar, source = encoder.sidecar, code(sidecar_path(encoder.path))
     lines.append(
-        f"- **Pretraining**: `{encoder.config.sampler}`, {architecture(encoder)}, {inline(sidecar.epoch if sidecar.epoch is not None else '?')} epochs; labels used: {labels_note(encoder)}."
+        f"- **Pretraining**: `{encoder.config.sampler}`, {architecture(encoder)}, {inline(describe_extent(sidecar.run, sidecar.epoch))}; labels used: {labels_note(encoder)}."
     )
     record = sidecar.run
     if record is not None:
@@ -149,7 +150,8 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         lines.append(
             f"- **Trained**: {inline(record.get('started', '?'))} to {inline(record.get('finished', '?'))}{duration(record)} on "
             f"{inline(device.get('type', '?'))} ({inline(device.get('name') or 'unnamed')}){f' x {processes} processes' if processes != 1 else ''}, "
-            f"host {code(record.get('host', '?'))}, git commit {code(record.get('git_commit') or 'none (not in a git repository)')}."
+            f"host {code(record.get('host', '?'))}, git commit {code(record.get('git_commit') or 'none (not in a git repository)')}"
+            f"{changed_files(record.get('git_changed'))}."
         )
     else:
         lines.append(
@@ -159,6 +161,13 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
     software = ", ".join(f"{name} {inline(versions[name])}" for name in ("torch", "torchvision", "hcl", "python") if name in versions)
     lines.append(f"- **Software**: {software or 'not recorded'} (from {source}).")
     return "\n".join(lines)
+
+
+def changed_files(changed: object) -> str:
+    """``; changed from that commit: a.py, params.yaml`` for a dirty run's ``git_changed`` (nothing when clean or unrecorded)."""
+    if not isinstance(changed, list) or not changed:
+        return ""
+    return "; changed from that commit: " + ", ".join(code(name) for name in changed)
 
 
 def architecture(encoder: TrainedEncoder) -> str:

@@ -37,6 +37,8 @@ from hcl_cli.stats import wilson_interval
 
 PARAMS_FILE = "params.yaml"
 METRICS = {"knn": "metrics/knn.json", "linear": "metrics/linear.json"}
+TRAINING_LOG = "dvclive/pretrain/metrics.json"
+"""pretrain's training log in the pipeline: its ``steps`` and ``planned_steps`` say whether --max-steps stopped the run."""
 FINISHED_STATES = (None, "success")
 WORKSPACE = "workspace"
 
@@ -62,6 +64,15 @@ class ExperimentRow:
     baseline: str
     pretrain: dict[str, Any]
     accuracy: dict[str, Accuracy] = field(default_factory=dict)
+    steps: tuple[int, int] | None = None
+    """The optimisation steps pretraining took and planned (from its training log), when it records them."""
+
+    @property
+    def extent(self) -> str:
+        """``stopped at step 120 of 300`` for a run --max-steps ended early, else ``complete``."""
+        if self.steps is not None and self.steps[0] < self.steps[1]:
+            return f"stopped at step {self.steps[0]} of {self.steps[1]}"
+        return "complete"
 
     @property
     def sampler(self) -> str:
@@ -210,7 +221,20 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
     pretrain = params.get("pretrain")
     if not isinstance(pretrain, dict) or "sampler" not in pretrain:
         return f"{PARAMS_FILE} has no pretrain.sampler"
-    return ExperimentRow(name=name, rev=str(entry.get("rev", ""))[:7], baseline=baseline, pretrain=pretrain, accuracy=accuracy)
+    return ExperimentRow(
+        name=name, rev=str(entry.get("rev", ""))[:7], baseline=baseline, pretrain=pretrain, accuracy=accuracy, steps=training_steps(data)
+    )
+
+
+def training_steps(data: dict[str, Any]) -> tuple[int, int] | None:
+    """``(steps, planned_steps)`` from an entry's training log, or None where it does not record them."""
+    log = data.get("metrics", {}).get(TRAINING_LOG, {}).get("data")
+    if not isinstance(log, dict):
+        return None
+    steps, planned = log.get("steps"), log.get("planned_steps")
+    if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 0 for value in (steps, planned)):
+        return None
+    return steps, planned
 
 
 def varying_parameters(rows: list[ExperimentRow]) -> list[str]:
@@ -241,6 +265,8 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
     columns = varying_parameters(rows)
     best = {key: winners(rows, key) for key in METRICS}
     baselines = sorted({row.baseline for row in rows} - {WORKSPACE})
+    stopped = any(row.extent != "complete" for row in rows)
+    extent_column = ["Pretraining"] if stopped else []
     lines = [
         "# Sweep comparison",
         "",
@@ -248,13 +274,14 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
         "top-1 accuracy on the test split with its 95% interval (Wilson). Only the pretrain parameters that vary are shown, "
         "and `-` where the row's sampler does not read them. A value is **bold** only when it beats every other row beyond the intervals.",
         "",
-        "| " + " | ".join(["Experiment", "Sampler", *columns, "kNN top-1", "Linear top-1"]) + " |",
-        "|" + "|".join([":--", ":--", *["--:"] * len(columns), "--:", "--:"]) + "|",
+        "| " + " | ".join(["Experiment", "Sampler", *extent_column, *columns, "kNN top-1", "Linear top-1"]) + " |",
+        "|" + "|".join([":--", ":--", *[":--"] * len(extent_column), *["--:"] * len(columns), "--:", "--:"]) + "|",
     ]
     for index, row in enumerate(rows):
         values = [format_value(row.pretrain.get(name)) if row.shows(name) else "-" for name in columns]
         accuracies = [cell(row.accuracy[key], index in best[key]) for key in METRICS]
-        lines.append("| " + " | ".join([row.name, row.sampler, *values, *accuracies]) + " |")
+        extent = [row.extent] if stopped else []
+        lines.append("| " + " | ".join([row.name, row.sampler, *extent, *values, *accuracies]) + " |")
     if not any(best.values()) and len(rows) > 1:
         lines += ["", "No row beats all others beyond the 95% intervals: the differences are within the test-split noise."]
     if skipped:
@@ -273,12 +300,13 @@ def csv_table(rows: list[ExperimentRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     accuracy_columns = [f"{key}_{part}" for key in METRICS for part in ("top1", "low", "high", "best")]
-    writer.writerow(["experiment", "rev", "baseline", *parameters, *accuracy_columns])
+    writer.writerow(["experiment", "rev", "baseline", "steps", "planned_steps", *parameters, *accuracy_columns])
     for index, row in enumerate(rows):
         values = [row.pretrain.get(name, "") if row.shows(name) else "" for name in parameters]
         accuracies = []
         for key in METRICS:
             accuracy = row.accuracy[key]
             accuracies += [repr(accuracy.top1), *(repr(bound) for bound in accuracy.interval), int(index in best[key])]
-        writer.writerow([row.name, row.rev, row.baseline, *values, *accuracies])
+        steps = list(row.steps) if row.steps is not None else ["", ""]
+        writer.writerow([row.name, row.rev, row.baseline, *steps, *values, *accuracies])
     return buffer.getvalue()

@@ -107,7 +107,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         elif context.is_main:
             store.clear()
         if log is not None:
-            log.write(training.history)
+            log.write(training.history, (start.epoch * steps_per_epoch + start.step, steps_per_epoch * config.epochs))
         knn_probe = (
             KnnProbe.from_prepared(config.data, modality, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
         )
@@ -137,7 +137,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 position = TrainingPosition(epoch + 1, 0) if done == steps_per_epoch else TrainingPosition(epoch, done)
                 path = training.save(position, totals if position.step else EpochTotals())
                 if log is not None:
-                    log.write(training.history)
+                    log.write(training.history, (position.epoch * steps_per_epoch + position.step, steps_per_epoch * config.epochs))
                 totals = EpochTotals()
                 if context.any_rank(stop.requested):
                     raise interrupted(stop, position, path, config.epochs, steps_per_epoch)

@@ -40,6 +40,7 @@ from pathlib import Path
 from hcl_cli.artifacts import check_outputs_apart, sidecar_path
 from hcl_cli.config.report import ReportConfig
 from hcl_cli.datasets import CARD_FILE
+from hcl_cli.reference import load_reference, reproduction_note
 from hcl_cli.report.baselines import knn_baselines
 from hcl_cli.report.figures import FIGURE_FILES, PRETRAIN_METRICS, hard_negative_figure, similarity_figure, training_figures
 from hcl_cli.report.inputs import METRIC_FILES, Recorded, read_encoder, read_metric_files, read_prepared
@@ -106,6 +107,7 @@ def run(config: ReportConfig) -> None:
             title_line(config.title),
             run_section(prepared, encoder, Path(config.data), Path(config.model)),
             metric_section(rows, encoder, prepared),
+            reproduction_note(metrics, {name: stage.values for name, stage in recorded.items()}, load_reference()) or "",
             protocol_section(metrics, encoder, baselines=len(rows) > len(metrics), modality=prepared.modality if prepared else None),
             parameter_section(Path(config.params_file), recorded, encoder),
             figure_section(drawn),

@@ -28,6 +28,8 @@ from hcl_cli.artifacts import write_text
 from hcl_cli.errors import HclError
 
 METRICS_FILE = "metrics.json"
+EXTENT_KEYS = ("steps", "planned_steps")
+"""The keys of ``metrics.json`` that are not metrics: how many steps the run took and planned."""
 PLOTS_FOLDER = Path("plots") / "metrics"
 
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
@@ -77,8 +79,11 @@ class TrainingLog:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
 
-    def write(self, history: History) -> None:
-        """Write ``history`` as the whole log, and remove the curves of metrics it no longer has."""
+    def write(self, history: History, steps: tuple[int, int] | None = None) -> None:
+        """Write ``history`` as the whole log, and remove the curves of metrics it no longer has.
+
+        ``steps`` (the optimisation steps taken so far and planned) go into ``metrics.json`` as
+        ``steps`` and ``planned_steps``, for ``hcl compare`` to tell a run --max-steps stopped."""
         names = [
             check_metric_name(name, str(self.folder)) for name in dict.fromkeys(name for row in history for name in row if name != "epoch")
         ]
@@ -89,6 +94,8 @@ class TrainingLog:
             (self.folder / PLOTS_FOLDER / f"{stale}.tsv").unlink(missing_ok=True)
         last = {name: value for name, value in history[-1].items() if name != "epoch"} if history else {}
         summary = {**last, "step": history[-1]["epoch"]} if history else {}
+        if history and steps is not None:
+            summary |= dict(zip(EXTENT_KEYS, steps))
         write_text(self.folder / METRICS_FILE, json.dumps(summary, indent=4) + "\n")
 
     def logged_names(self) -> list[str]:
@@ -99,4 +106,8 @@ class TrainingLog:
             summary = json.loads((self.folder / METRICS_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
-        return [name for name in summary if name != "step" and METRIC_NAME.fullmatch(name)] if isinstance(summary, dict) else []
+        return (
+            [name for name in summary if name not in ("step", *EXTENT_KEYS) and METRIC_NAME.fullmatch(name)]
+            if isinstance(summary, dict)
+            else []
+        )

@@ -1,0 +1,63 @@
+"""The README's reference for the default digits run comes from its results file, and a default run is told whether it is within the stated interval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hcl_cli.config import KnnConfig, LinearConfig, PretrainConfig
+from hcl_cli.metrics import EvaluationMetrics
+from hcl_cli.reference import REFERENCE_FILE, Reference, load_reference, reproduction_note
+
+DEFAULTS = {
+    "prepare": {"dataset": "digits", "seed": 0},
+    "pretrain": PretrainConfig().params(),
+    "knn": KnnConfig().params(),
+    "linear": LinearConfig().params(),
+}
+REFERENCE = Reference(top1={"knn": 0.9444, "linear": 0.9911}, machine="a test CPU, 2 CPUs", date="2026-11-25")
+
+
+def metrics(knn: float, linear: float) -> dict[str, EvaluationMetrics]:
+    return {
+        "knn": EvaluationMetrics(top1=knn, top5=1.0, test_size=450, params=DEFAULTS["knn"]),
+        "linear": EvaluationMetrics(top1=linear, top5=1.0, test_size=450, params=DEFAULTS["linear"]),
+    }
+
+
+def test_the_reference_is_read_from_the_results_file_the_readme_cites() -> None:
+    recorded = json.loads(REFERENCE_FILE.read_text())
+    reference = load_reference()
+    assert reference is not None
+    assert reference.top1 == {"knn": recorded["knn_top1"], "linear": recorded["linear_top1"]}
+    assert reference.date == recorded["date"]
+
+
+def test_a_default_run_is_told_within_or_outside_the_interval() -> None:
+    note = reproduction_note(metrics(0.9467, 0.9911), DEFAULTS, REFERENCE)
+    assert note is not None
+    assert "kNN top-1 0.9467 is within the README's stated interval 0.9192-0.9621" in note
+    assert "linear top-1 0.9911 is within" in note
+    assert "a test CPU, 2 CPUs" in note
+    outside = reproduction_note(metrics(0.8000, 0.9911), DEFAULTS, REFERENCE)
+    assert outside is not None and "kNN top-1 0.8000 is outside the README's stated interval" in outside
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"pretrain": {**DEFAULTS["pretrain"], "beta": 2.0}},
+        {"prepare": {"dataset": "cifar10", "seed": 0}},
+        {"knn": {**DEFAULTS["knn"], "k": 20}},
+    ],
+)
+def test_another_run_gets_no_verdict(changed: dict[str, dict[str, object]]) -> None:
+    assert reproduction_note(metrics(0.9444, 0.9911), {**DEFAULTS, **changed}, REFERENCE) is None
+
+
+def test_an_installation_without_the_results_file_has_no_reference(tmp_path: Path) -> None:
+    assert load_reference(tmp_path / "missing.json") is None
+    (tmp_path / "bad.json").write_text('{"knn_top1": "high"}')
+    assert load_reference(tmp_path / "bad.json") is None
