@@ -39,7 +39,13 @@ def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
     processor = platform.processor() or platform.machine()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else processor
     return {
-        "machine": {"node": platform.node(), "processor": processor, "cpus": cpu_count(), "system": platform.platform()},
+        "machine": {
+            "node": platform.node(),
+            "processor": processor,
+            "cpu_model": cpu_model(),
+            "cpus": cpu_count(),
+            "system": platform.platform(),
+        },
         "device": {"type": device.type, "name": name},
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -101,6 +107,15 @@ def timed_epochs(training: TrainingRun, epochs: int, warmup: int) -> list[float]
         synchronize(device)
         seconds.append(time.perf_counter() - start)
     return seconds
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; None where there is none), e.g. ``Intel(R) Xeon(R) Processor``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
+    except OSError:
+        return None
 
 
 def cpu_count() -> int:
