@@ -1,12 +1,14 @@
 """The metrics of ``knn-eval`` and ``linear-eval``: the top-k accuracy, and the metrics artifact, one small JSON object per evaluation.
 
-``metrics/knn.json`` and ``metrics/linear.json`` hold, flat (as ``dvc metrics`` and ``dvc exp show``
-read them), ``top1`` and ``top5`` (shares of the test split), ``test_size`` (the number of test
-embeddings scored, from which every confidence interval follows) and the stage's parameters
-(``feature``, ``k``, ...), and whatever else the stage records about how it measured (``details``,
-e.g. the augmentation of a linear readout). :func:`save_metrics` is the only writer and :func:`load_metrics` the
-only reader; the reader refuses a file with a missing or invalid field in one line naming the file
-and the field.
+``metrics/knn.json`` and ``metrics/linear.json`` describe themselves, without the stages' option
+declarations: at the top level, flat (as ``dvc metrics``, ``dvc exp show`` and ``hcl compare`` read
+them), ``top1`` and ``top5`` (shares of the test split), ``test_size`` (the number of test embeddings
+scored, from which every confidence interval follows) and the stage's parameters (``feature``, ``k``,
+..., each a JSON scalar); and under ``details`` (an object) whatever else the stage records about how
+it measured (e.g. the augmentation of a linear readout, the SVM protocol's folds). :func:`save_metrics`
+is the only writer and :func:`load_metrics` the only reader; the reader checks the structure and
+refuses a file with a missing or invalid field in one line naming the file and the field. Which
+parameters a reader needs, and their values, it checks itself (the report: ``hcl_cli/report/inputs.py``).
 """
 
 from __future__ import annotations
@@ -17,21 +19,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import is_finite_number, read_json, write_json
-from hcl_cli.config.base import StageConfig
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError
 
 if TYPE_CHECKING:
     import torch  # annotations only: the module itself imports no torch
 
+    from hcl_cli.config.base import StageConfig
+
 ACCURACIES = ("top1", "top5")
 FIELDS = (*ACCURACIES, "test_size")
 """What every metrics file holds; a file without them is no metrics file, and no stage writes one over it."""
+DETAILS = "details"
+"""The key of the object that holds everything a stage records besides its accuracies and parameters."""
+SCALARS = (str, int, float, bool, type(None))
+"""The types of a parameter's value: JSON scalars, as params.yaml holds them."""
 
 
 @dataclass(frozen=True)
 class EvaluationMetrics:
     """Top-1 and top-5 accuracy on ``test_size`` test embeddings, the parameters of the stage that measured
-    them, and any other record of how it measured (``details``, written beside them)."""
+    them, and any other record of how it measured (``details``)."""
 
     top1: float
     top5: float
@@ -53,18 +60,20 @@ class EvaluationMetrics:
 
 
 def save_metrics(path: str | os.PathLike[str], metrics: EvaluationMetrics) -> None:
-    """Write ``metrics`` atomically as one flat JSON object."""
-    write_json(path, {"top1": metrics.top1, "top5": metrics.top5, "test_size": metrics.test_size, **metrics.params, **metrics.details})
+    """Write ``metrics`` atomically as one JSON object: accuracies, test size and parameters flat, the rest under ``details``."""
+    write_json(
+        path, {"top1": metrics.top1, "top5": metrics.top5, "test_size": metrics.test_size, **metrics.params, DETAILS: metrics.details}
+    )
 
 
-def load_metrics(path: str | os.PathLike[str], stage: type[StageConfig]) -> EvaluationMetrics:
-    """Read and check a metrics file that ``stage`` (KnnConfig or LinearConfig) wrote.
+def load_metrics(path: str | os.PathLike[str], command: str) -> EvaluationMetrics:
+    """Read and check the structure of a metrics file that ``hcl COMMAND`` (knn-eval or linear-eval) wrote.
 
-    Each accuracy must be a number in [0, 1] with top-5 >= top-1, ``test_size`` a positive
-    integer, and every parameter of ``stage`` present with a value it accepts; anything else is a
-    one-line :class:`HclError` naming the file and the field. Other keys are kept as ``details``.
+    Each accuracy must be a number in [0, 1] with top-5 >= top-1, ``test_size`` a positive integer,
+    ``details`` an object (a file without it has none), and every other key a parameter whose value is a
+    JSON scalar; anything else is a one-line :class:`HclError` naming the file and the field.
     """
-    values = read_json(path, what=f"hcl {stage.command} metrics")
+    values = read_json(path, what=f"hcl {command} metrics")
     for key in ACCURACIES:
         value = values.get(key)
         if not is_finite_number(value) or not 0.0 <= value <= 1.0:
@@ -73,18 +82,16 @@ def load_metrics(path: str | os.PathLike[str], stage: type[StageConfig]) -> Eval
         raise HclError(f"{path}: 'top5' ({values['top5']!r}) is below 'top1' ({values['top1']!r})")
     test_size = values.get("test_size")
     if not isinstance(test_size, int) or isinstance(test_size, bool) or test_size < 1:
-        raise HclError(f"{path}: 'test_size' must be a positive integer (got {test_size!r}): run hcl {stage.command} again")
-    params = {}
-    for option in stage.declared_options():
-        if option.runtime:
-            continue
-        if option.name not in values:
-            raise HclError(f"{path}: {option.name!r} is missing (the setting it was measured with): run hcl {stage.command} again")
-        try:
-            params[option.name] = option.check(values[option.name], where=f"{path}: {option.name!r}")
-        except UsageError as exc:
-            raise HclError(str(exc)) from None
-    details = {key: value for key, value in values.items() if key not in {*ACCURACIES, "test_size", *params}}
+        raise HclError(f"{path}: 'test_size' must be a positive integer (got {test_size!r}): run hcl {command} again")
+    details = values.get(DETAILS, {})
+    if not isinstance(details, dict):
+        raise HclError(f"{path}: {DETAILS!r} must be an object (got {type(details).__name__}): run hcl {command} again")
+    params = {key: value for key, value in values.items() if key not in {*FIELDS, DETAILS}}
+    for key, value in params.items():
+        if not isinstance(value, SCALARS) or (isinstance(value, float) and not is_finite_number(value)):
+            raise HclError(
+                f"{path}: parameter {key!r} must be a string, number, boolean or null (got {value!r:.60}): run hcl {command} again"
+            )
     return EvaluationMetrics(top1=float(values["top1"]), top5=float(values["top5"]), test_size=test_size, params=params, details=details)
 
 

@@ -298,7 +298,7 @@ def test_disk_full_leaves_the_previous_metrics_intact(
     run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "knn.json"
-    out.write_text('{"top1": 0.5}\n')
+    out.write_text('{"top1": 0.5, "top5": 0.5, "test_size": 1}\n')  # its own earlier result, which it may replace
     args = ["knn-eval", "--k", "5", "--embeddings", str(run_folder / "embeddings.safetensors"), "--out", str(out)]
 
     def disk_full(fd: int) -> None:
@@ -308,7 +308,7 @@ def test_disk_full_leaves_the_previous_metrics_intact(
     code, err = invoke(args, capsys)
     assert code == RUNTIME
     assert_one_line_error(err, "knn-eval", "No space left on device")
-    assert out.read_text() == '{"top1": 0.5}\n', "the previous file is untouched"
+    assert out.read_text() == '{"top1": 0.5, "top5": 0.5, "test_size": 1}\n', "the previous file is untouched"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["knn.json"], "no temporary file is left"
 
 

@@ -23,7 +23,6 @@ from sklearn.preprocessing import StandardScaler
 from hcl_cli import linear
 from hcl_cli.augment import build_augmentation, build_eval_transform
 from hcl_cli.cli import main
-from hcl_cli.config import LinearConfig
 from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import save_embeddings
 from hcl_cli.linear import augmented_readout, linear_readout, standardise
@@ -190,7 +189,7 @@ def test_linear_eval_paper_protocol_reads_the_encoder_and_the_data(
         assert run_linear_eval([*paper, *inputs]) == 0
         results.append(json.loads(Path("linear.json").read_text()))
     assert results[0] == results[1]
-    metrics = load_metrics("linear.json", LinearConfig)
+    metrics = load_metrics("linear.json", "linear-eval")
     assert (metrics.params["protocol"], metrics.params["batch_size"], metrics.details) == (
         "paper",
         256,

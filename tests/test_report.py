@@ -30,7 +30,7 @@ from hcl_cli.errors import HclError, UsageError
 from hcl_cli.metrics import EvaluationMetrics, save_metrics
 from hcl_cli.models import build_model, save_encoder
 from hcl_cli.report.figures import FIGURE_FILES
-from hcl_cli.report.inputs import TrainedEncoder
+from hcl_cli.report.inputs import TrainedEncoder, read_metric_files
 from hcl_cli.report.markdown import code, inline, labels_note, linear_protocol
 from hcl_cli.report.plots import plot_hard_negatives
 from hcl_cli.report.writer import publish
@@ -280,6 +280,31 @@ def test_metrics_file_without_top1_names_the_file(tmp_path: Path, run_folder: Pa
         report.run(report_config(run_folder, metrics=str(tmp_path / "metrics"), out=str(tmp_path / "report.md")))
 
 
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("knn", {"k": None}, r"'k' is missing \(the setting it was measured with\): run hcl knn-eval again"),
+        ("knn", {"k": 0}, r"'k' must be a positive integer \(got 0\): run hcl knn-eval again"),
+        ("knn", {"temperature": "0.5"}, r"'temperature' must be a positive number \(got '0.5'\)"),
+        ("knn", {"bank_chunk_size": True}, r"'bank_chunk_size' must be a positive integer \(got True\)"),
+        ("knn", {"feature": "pixels"}, r"'feature' must be backbone or projection \(got 'pixels'\)"),
+        ("linear", {"protocol": "svd"}, r"'protocol' must be fixed, paper, svm \(got 'svd'\): run hcl linear-eval again"),
+        ("linear", {"protocol": "svm", "svm_folds": None}, r"'svm_folds' is missing \(the setting it was measured with\)"),
+    ],
+)
+def test_a_metrics_setting_the_report_reads_is_checked_in_one_line(
+    tmp_path: Path, name: str, params: dict[str, object], message: str
+) -> None:
+    """The report checks the settings it scores its baselines with and quotes, not the evaluations' declarations."""
+    declared = (KnnConfig() if name == "knn" else LinearConfig()).params() | params
+    save_metrics(
+        tmp_path / f"{name}.json", EvaluationMetrics(0.5, 0.9, 10, {key: value for key, value in declared.items() if value is not None})
+    )
+    with pytest.raises(HclError, match=f"^{re.escape(str(tmp_path / f'{name}.json'))}: {message}") as raised:
+        read_metric_files(tmp_path)
+    assert "\n" not in str(raised.value)
+
+
 def test_cli_reports_a_missing_metrics_folder_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -400,6 +425,8 @@ def test_the_papers_linear_protocol_is_described_as_it_ran() -> None:
     assert "augmented afresh every epoch as in pretraining (the simclr recipe with blur, seed 0)" in text
     assert "minibatch Adam (batches of 64, learning rate 0.001, weight decay 1e-06 on W and b)" in text and "for 7 epochs" in text
     assert "standardised" not in text and "L-BFGS" not in text
+    injected = linear_protocol(EvaluationMetrics(0.5, 0.9, 10, params | {"lr": "[x](http://a) <b>"}))
+    assert "learning rate \\[x\\](http://a) \\<b\\>" in injected, "a value read from the metrics file is literal text"
 
 
 def curves_only_args(root: Path, out: Path, *extra: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The kNN baselines beside the trained result: the run's architecture untrained, and the raw input features.
 
-Both are scored with the kNN settings of the run's ``metrics/knn.json``, so that the trained
-encoder's row and theirs differ only in the features.
+Both are scored with the kNN settings of the run's ``metrics/knn.json`` (:data:`~hcl_cli.report.inputs.KNN_SETTINGS`,
+checked when the file is read), so that the trained encoder's row and theirs differ only in the features.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from tqdm import tqdm
 from hcl_cli.config.base import FEATURES
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import EvaluationMetrics, topk_accuracy
-from hcl_cli.report.inputs import Prepared, TrainedEncoder
+from hcl_cli.report.inputs import KNN_SETTINGS, Prepared, TrainedEncoder
 from hcl_cli.runtime import resolve_device
 
 BASELINE_BATCH_SIZE = 512
-KNN_SETTINGS = ("k", "temperature", "chunk_size", "bank_chunk_size")
 
 
 def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEncoder | None) -> dict[str, EvaluationMetrics]:

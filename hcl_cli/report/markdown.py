@@ -262,9 +262,9 @@ def linear_protocol(linear: EvaluationMetrics) -> str:
     if params.get("protocol") == "svm":
         return (
             f"- **SVM** (the graph papers' protocol, HCL App. D.2, as evaluate_embedding.py): on the {params['feature']} embeddings "
-            f"of every graph, train and test together, {params['svm_repeats']} x {params['svm_folds']}-fold stratified "
-            f"cross-validation (seed {params['seed']}); in each training fold an RBF SVC's C is chosen from "
-            f"{inline(params['svm_c_grid'])} by {params['svm_inner_folds']}-fold cross-validated accuracy, refitted, and "
+            f"of every graph, train and test together, {inline(params['svm_repeats'])} x {inline(params['svm_folds'])}-fold "
+            f"stratified cross-validation (seed {inline(params['seed'])}); in each training fold an RBF SVC's C is chosen from "
+            f"{inline(params['svm_c_grid'])} by {inline(params['svm_inner_folds'])}-fold cross-validated accuracy, refitted, and "
             "scored on the held-out fold. Reported: the mean accuracy over all folds and its standard deviation (not a "
             "Wilson interval)."
         )
@@ -277,20 +277,21 @@ def linear_protocol(linear: EvaluationMetrics) -> str:
         )
         return (
             f"- **Linear readout** (the papers' protocol, as HCL's code): a linear classifier W x + b on the raw {params['feature']} "
-            f"features of train images augmented afresh every epoch as in pretraining ({recipe}seed {params['seed']}), trained by "
-            f"minibatch Adam (batches of {params['batch_size']}, learning rate {params['lr']}, weight decay {params['weight_decay']} "
-            f"on W and b) on the cross-entropy for {params['epochs']} epochs; scored once on the un-augmented test images."
+            f"features of train images augmented afresh every epoch as in pretraining ({recipe}seed {inline(params['seed'])}), "
+            f"trained by minibatch Adam (batches of {inline(params['batch_size'])}, learning rate {inline(params['lr'])}, weight "
+            f"decay {inline(params['weight_decay'])} on W and b) on the cross-entropy for {inline(params['epochs'])} epochs; scored "
+            "once on the un-augmented test images."
         )
     solver = (
-        f"full-batch L-BFGS (strong Wolfe line search, step size {params['lr']}) for at most {params['epochs']} iterations"
+        f"full-batch L-BFGS (strong Wolfe line search, step size {inline(params['lr'])}) for at most {inline(params['epochs'])} iterations"
         if params["optimizer"] == "lbfgs"
-        else f"full-batch Adam (learning rate {params['lr']}) for {params['epochs']} steps"
+        else f"full-batch Adam (learning rate {inline(params['lr'])}) for {inline(params['epochs'])} steps"
     )
     return (
         f"- **Linear readout** (HCL Sec. 6), on the embeddings of the un-augmented train and test images: a linear classifier "
         f"W x + b on the {params['feature']} features, standardised with the train split's per-feature mean and standard "
         "deviation, trained on the whole train split by minimising "
-        f"cross-entropy + {params['weight_decay']} / 2 * ||W||^2 with {solver}, initialisation seed {params['seed']}; "
+        f"cross-entropy + {inline(params['weight_decay'])} / 2 * ||W||^2 with {solver}, initialisation seed {inline(params['seed'])}; "
         "scored once on the test split."
     )
 

@@ -49,7 +49,7 @@ def svm_metrics(config: LinearConfig) -> None:
     and test together (the papers cross-validate over the whole dataset), written as the metrics artifact.
 
     ``top1`` is the mean accuracy over all folds of all repeats and ``top5`` its top-5 counterpart;
-    ``test_size`` is the number of graphs (each is tested once per repeat); ``svm`` records the std
+    ``test_size`` is the number of graphs (each is tested once per repeat); ``details.svm`` records the std
     over folds, the folds, repeats, per-repeat means (and their std), every fold's accuracy and chosen C.
     """
     data = load_embeddings(config.embeddings, config.feature)
