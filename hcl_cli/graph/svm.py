@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.metrics import accuracy_score
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
-from sklearn.preprocessing import LabelEncoder
-from sklearn.svm import SVC
 
 from hcl_cli.errors import HclError, UsageError
+
+if TYPE_CHECKING:
+    from sklearn.model_selection import GridSearchCV
 
 PAPER_C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 """evaluate_embedding.py line 21."""
@@ -77,8 +77,14 @@ def svm_protocol(
 
     Deterministic for a given ``seed``. Invalid settings (fewer than 2 folds, a class with fewer
     graphs than folds, an empty or non-positive C grid) are a :class:`UsageError`; non-finite
-    embeddings (a diverged encoder) an :class:`HclError`.
+    embeddings (a diverged encoder) an :class:`HclError`. scikit-learn is imported here: at the top
+    it cost every ``hcl linear-eval`` of images about 2.4 s (benchmarks/results/stage_imports.json).
     """
+    from sklearn.metrics import accuracy_score
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.preprocessing import LabelEncoder
+    from sklearn.svm import SVC
+
     x = np.asarray(embeddings, dtype=np.float64)
     y_raw = np.asarray(labels)
     if x.ndim != 2 or y_raw.ndim != 1 or len(x) != len(y_raw):
