@@ -33,6 +33,8 @@ class ImageModality:
     objectives = ("nce", "bcl")
     raw_name = "raw pixels"
     raw_feature = "pixels"
+    eval_inputs = "images under the run's eval transform (per-channel normalisation, no augmentation)"
+    raw_description = "the raw pixels, each image flattened, scaled to [0, 1] and L2-normalised"
 
     def load_card(self, folder: str | Path) -> DatasetCard:
         return load_card(folder)
@@ -41,9 +43,9 @@ class ImageModality:
         shape = "x".join(str(side) for side in card.image_shape)
         return f"{count} images of {shape}"
 
-    def training_splits(self, card: DatasetCard, labelled: bool) -> list[str]:
-        """The train split, and STL-10's unlabeled split unless the run reads labels."""
-        return ["train"] + (["unlabeled"] if "unlabeled" in card.counts and not labelled else [])
+    def training_splits(self, card: DatasetCard | None, labelled: bool) -> list[str]:
+        """The train split, and STL-10's unlabeled split unless the run reads labels (a labelled run needs no card)."""
+        return ["train"] + (["unlabeled"] if not labelled and card is not None and "unlabeled" in card.counts else [])
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
         parts = [load_split(folder, split, device) for split in splits]
@@ -78,6 +80,15 @@ class ImageModality:
             torch.manual_seed(seed)
             fresh = build_model(model.arch, model.in_channels, model.image_size, model.projection_dim)
         return fresh.to(device).eval()
+
+    def card_summary(self, card: DatasetCard) -> str:
+        counts = ", ".join(f"{count:,} {split}" for split, count in card.counts.items())
+        shape = " x ".join(map(str, card.image_shape))
+        skipped = f"; {card.skipped:,} unreadable files were skipped" if card.skipped else ""
+        return f"{counts} images, {card.num_classes} classes, images of {shape} (channels x height x width){skipped}"
+
+    def recorded_prepare(self, card: DatasetCard) -> dict[str, Any]:
+        return {"dataset": card.name}
 
     def raw_features(self, samples: Tensor) -> Tensor:
         """Each image's pixels, flattened, as uint8: kNN L2-normalises them (so a 1/255 scale would cancel), and a

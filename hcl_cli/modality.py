@@ -103,6 +103,10 @@ class Modality(Protocol):
     """What :meth:`raw_features` are, in the report (``raw pixels``, ``summed node features``)."""
     raw_feature: str
     """Their short name in the report's Feature column (``pixels``, ``node features``)."""
+    eval_inputs: str
+    """What the encoder reads when a split is embedded, in the report (``images under the run's eval transform ...``)."""
+    raw_description: str
+    """How :meth:`raw_features` are made, in the report's protocol section."""
 
     def load_card(self, folder: str | Path) -> Any:
         """The prepared folder's validated card (its counts per split, classes, source, ...)."""
@@ -113,8 +117,9 @@ class Modality(Protocol):
     def check_trainable(self, card: Any, folder: str) -> None:
         """One-line :class:`~hcl_cli.errors.UsageError` when ``pretrain`` cannot train on this dataset."""
 
-    def training_splits(self, card: Any, labelled: bool) -> list[str]:
-        """The splits ``pretrain`` trains on (``labelled``: the run reads labels, so every sample needs one)."""
+    def training_splits(self, card: Any | None, labelled: bool) -> list[str]:
+        """The splits ``pretrain`` trains on (``labelled``: the run reads labels, so every sample needs one; a
+        labelled run's splits are known without the card, which may be None then)."""
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Samples, Tensor]:
         """The samples of ``splits``, in that order, on ``device``, and their int64 labels (-1: unlabelled)."""
@@ -138,6 +143,12 @@ class Modality(Protocol):
     def untrained(self, model: nn.Module, seed: int) -> nn.Module:
         """``model``'s architecture freshly initialised from torch's RNG seeded with ``seed`` (the RNG is forked), in eval
         mode on ``model``'s device: the report's untrained baseline."""
+
+    def card_summary(self, card: Any) -> str:
+        """The prepared dataset in one plain-text phrase for the report: splits, classes, sample shape."""
+
+    def recorded_prepare(self, card: Any) -> dict[str, Any]:
+        """The ``prepare`` parameters the card records (dataset, and its name where the dataset has several)."""
 
     def raw_features(self, samples: Samples) -> Tensor:
         """Fixed input-space features of every sample (the report's no-training baseline)."""

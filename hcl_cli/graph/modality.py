@@ -75,6 +75,8 @@ class GraphModality:
     objectives = ("jsd",)
     raw_name = "summed node features"
     raw_feature = "node features"
+    eval_inputs = "graphs"
+    raw_description = "each graph's summed node features (the counts of its node labels, or degrees), L2-normalised"
 
     def load_card(self, folder: str | Path) -> GraphCard:
         card = load_graph_card(folder)
@@ -89,7 +91,7 @@ class GraphModality:
         if card.num_graphs < MIN_BATCH_GRAPHS:
             raise UsageError(f"{folder} holds {card.num_graphs} graph: InfoGraph needs batches of at least {MIN_BATCH_GRAPHS}")
 
-    def training_splits(self, card: GraphCard, labelled: bool) -> list[str]:
+    def training_splits(self, card: GraphCard | None, labelled: bool) -> list[str]:
         """Every graph, train and test, as InfoGraph's code trains (module docstring); labelled or not."""
         return list(SPLITS)
 
@@ -145,6 +147,16 @@ class GraphModality:
             torch.manual_seed(seed)
             fresh = GinModel(model.in_dim, model.encoder.hidden, model.encoder.layers)
         return fresh.to(device).eval()
+
+    def card_summary(self, card: GraphCard) -> str:
+        counts = ", ".join(f"{count:,} {split}" for split, count in (card.counts or {}).items())
+        return (
+            f"{counts} graphs (a stratified split, seed {card.seed}), {card.num_classes} classes, {card.avg_nodes:.1f} nodes and "
+            f"{card.avg_edges:.1f} edges per graph on average, {card.feature_dim} node features ({card.features})"
+        )
+
+    def recorded_prepare(self, card: GraphCard) -> dict[str, Any]:
+        return {"dataset": "tu", "name": card.name}
 
     def raw_features(self, samples: GraphSamples) -> Tensor:
         """Each graph's sum of node features: the count of each node label (or degree) in it, float32 on the CPU."""

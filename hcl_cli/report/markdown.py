@@ -20,6 +20,7 @@ from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.datasets import CARD_FILE
 from hcl_cli.errors import UsageError
 from hcl_cli.metrics import EvaluationMetrics
+from hcl_cli.modality import Modality, modality_named
 from hcl_cli.provenance import describe_extent
 from hcl_cli.report.inputs import Prepared, Recorded, TrainedEncoder
 from hcl_cli.report.writer import FIGURES_FOLDER
@@ -91,10 +92,10 @@ def accuracy_cells(accuracy: float, test_size: int) -> list[str]:
 
 def labels_note(encoder: TrainedEncoder) -> str:
     """Whether pretraining read the labels, and why."""
-    config = encoder.config
-    if config.needs_labels and encoder.modality.name == "graph":
+    config, noun = encoder.config, encoder.modality.sample_noun
+    if config.needs_labels and "test" in encoder.modality.training_splits(None, labelled=True):
         return (
-            f"**yes**: `{config.sampler}` reads the graphs' labels, and graph pretraining reads every graph, test graphs "
+            f"**yes**: `{config.sampler}` reads the labels, and pretraining on {noun}s reads every {noun}, test {noun}s "
             "included (the papers' protocol), so the encoder has seen the labels it is evaluated on: this is not a self-supervised result"
         )
     if config.spec.supervised:
@@ -117,19 +118,10 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         lines.append(f"- **Dataset**: not known: no prepared dataset folder at {code(data)}.")
     else:
         card = prepared.card
-        counts = ", ".join(f"{count:,} {split}" for split, count in card.counts.items())
-    if prepared is not None and prepared.modality.name == "graph":
+    if prepared is not None:
         lines.append(
-            f"- **Dataset**: {code(card.name)} ({inline(card.source)}): {counts} graphs (a stratified split, seed "
-            f"{inline(card.seed)}), {card.num_classes} classes, {card.avg_nodes:.1f} nodes and {card.avg_edges:.1f} edges per graph "
-            f"on average, {card.feature_dim} node features ({inline(card.features)}); from {code(prepared.folder / CARD_FILE)}."
-        )
-    elif prepared is not None:
-        shape = " x ".join(map(str, card.image_shape))
-        skipped = f"; {card.skipped:,} unreadable files were skipped" if card.skipped else ""
-        lines.append(
-            f"- **Dataset**: {code(card.name)} ({inline(card.source or 'source not recorded')}): {counts} images, "
-            f"{card.num_classes} classes, images of {shape} (channels x height x width){skipped}; from {code(prepared.folder / CARD_FILE)}."
+            f"- **Dataset**: {code(card.name)} ({inline(card.source or 'source not recorded')}): "
+            f"{inline(prepared.modality.card_summary(card))}; from {code(prepared.folder / CARD_FILE)}."
         )
     if prepared is not None:
         if encoder is not None and encoder.sidecar.dataset not in (None, card.name):
@@ -198,18 +190,19 @@ def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepar
         else ""
     )
     classes = prepared.card.num_classes if prepared is not None else None
+    noun = prepared.modality.sample_noun if prepared is not None else "image"
     trivial = f" With {classes} classes, top-5 is 1 by construction." if classes is not None and classes <= 5 else ""
     return "\n".join(
         [
             "## Metrics",
             "",
-            "Accuracy on the test split: the share of its test images whose label is the top class (top-1) or among the five "
-            "top classes (top-5), rounded to 4 decimals, with its 95% Wilson interval from the number of test images; "
+            f"Accuracy on the test split: the share of its test {noun}s whose label is the top class (top-1) or among the five "
+            f"top classes (top-5), rounded to 4 decimals, with its 95% Wilson interval from the number of test {noun}s; "
             "differences within the intervals are test-split noise. The kNN baselines beside the result use the same kNN "
             "settings; the numbers come from one pretraining seed (the spread over seeds is not measured here: "
             f"`dvc exp run -S pretrain.seed=...` and `hcl compare` give it).{trivial}{labelled}",
             "",
-            "| Evaluation | Encoder | Feature | Test images | Top-1 | 95% interval | Top-5 | 95% interval | Source |",
+            f"| Evaluation | Encoder | Feature | Test {noun}s | Top-1 | 95% interval | Top-5 | 95% interval | Source |",
             "|:--|:--|:--|--:|--:|:--|--:|:--|:--|",
             *(f"| {' | '.join(row.cells())} |" for row in rows),
         ]
@@ -220,43 +213,38 @@ def protocol_section(
     metrics: dict[str, EvaluationMetrics], encoder: TrainedEncoder | None, *, baselines: bool, modality: Modality | None = None
 ) -> str:
     """How each number was obtained, with the settings recorded in its metrics file."""
+    modality = modality or modality_named("image")
+    noun = modality.sample_noun
     lines = ["## Evaluation protocol", "", "The encoder is frozen and in eval mode (BatchNorm uses its running statistics).", ""]
     if "knn" in metrics:
         knn = metrics["knn"].params
         lines.append(
-            f"- **kNN** (Wu et al. 2018, as in HCL Sec. 6.3), on the embeddings of the un-augmented train and test images: the "
+            f"- **kNN** (Wu et al. 2018, as in HCL Sec. 6.3), on the embeddings of the un-augmented train and test {noun}s: the "
             f"{knn['feature']} features are L2-normalised; each test embedding's k = {knn['k']} most cosine-similar train "
             f"embeddings vote for their label with weight exp(cos / T), T = {knn['temperature']}; top-1 and top-5 rank the summed "
             "votes per class. Nothing is trained."
         )
     if "linear" in metrics:
-        lines.append(linear_protocol(metrics["linear"]))
+        lines.append(linear_protocol(metrics["linear"], noun))
     if baselines:
-        graphs = modality is not None and modality.name == "graph"
-        inputs = "graphs" if graphs else "images under the run's eval transform (per-channel normalisation, no augmentation)"
         untrained = (
             f"the same architecture ({encoder.model.arch}) untrained: initialised with the run's seed {encoder.config.seed}, "
-            f"in eval mode (BatchNorm at its initial statistics), its features of the prepared {inputs}; and "
+            f"in eval mode (BatchNorm at its initial statistics), its features of the prepared {modality.eval_inputs}; and "
             if encoder is not None
             else ""
         )
-        raw = (
-            "each graph's summed node features (the counts of its node labels, or degrees), L2-normalised"
-            if graphs
-            else "the raw pixels, each image flattened, scaled to [0, 1] and L2-normalised"
-        )
         lines.append(
-            f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}{raw}. Pretraining is worth its "
+            f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}{modality.raw_description}. Pretraining is worth its "
             "cost where the trained encoder beats both beyond the intervals."
         )
     lines.append(
-        "- **Intervals**: the 95% Wilson score interval of a binomial proportion (Wilson 1927) on the number of test images; "
+        f"- **Intervals**: the 95% Wilson score interval of a binomial proportion (Wilson 1927) on the number of test {noun}s; "
         "it counts the test-split noise only, not the variation over pretraining seeds."
     )
     return "\n".join(lines)
 
 
-def linear_protocol(linear: EvaluationMetrics) -> str:
+def linear_protocol(linear: EvaluationMetrics, noun: str = "image") -> str:
     """The linear readout's protocol bullet: on the fixed embeddings, or the papers' on augmented views."""
     params = linear.params
     if params.get("protocol") == "svm":
@@ -288,7 +276,7 @@ def linear_protocol(linear: EvaluationMetrics) -> str:
         else f"full-batch Adam (learning rate {inline(params['lr'])}) for {inline(params['epochs'])} steps"
     )
     return (
-        f"- **Linear readout** (HCL Sec. 6), on the embeddings of the un-augmented train and test images: a linear classifier "
+        f"- **Linear readout** (HCL Sec. 6), on the embeddings of the un-augmented train and test {noun}s: a linear classifier "
         f"W x + b on the {params['feature']} features, standardised with the train split's per-feature mean and standard "
         "deviation, trained on the whole train split by minimising "
         f"cross-entropy + {inline(params['weight_decay'])} / 2 * ||W||^2 with {solver}, initialisation seed {inline(params['seed'])}; "

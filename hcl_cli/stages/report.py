@@ -77,9 +77,8 @@ def run(config: ReportConfig) -> None:
         recorded = {name: Recorded(metrics[name].params, sources[name]) for name in METRIC_FILES if name in metrics}
         if prepared is not None:
             card = prepared.card
-            dataset = {"dataset": "tu", "name": card.name} if prepared.modality.name == "graph" else {"dataset": card.name}
             recorded["prepare"] = Recorded(
-                dataset | ({"seed": card.seed} if card.seed is not None else {}),
+                prepared.modality.recorded_prepare(card) | ({"seed": card.seed} if card.seed is not None else {}),
                 code(prepared.folder / CARD_FILE, cell=True),
             )
         if encoder is not None:
