@@ -5,7 +5,7 @@ does any work. For every stage this times, in a fresh interpreter, ``import hcl_
 hcl_cli.stages.<stage>`` under ``python -X importtime`` (the sum of the top-level cumulative
 times it prints), once with this checkout on ``sys.path`` and once with the baseline tree (a
 ``git worktree`` of an older commit), alternating, and records the median of the repeats, the
-third-party packages above 50 ms each and whether torchvision, sklearn, matplotlib and kornia were
+third-party packages above 100 ms each and whether torchvision, sklearn, matplotlib and kornia were
 imported. Imports a stage makes later inside a function (sklearn's digits in prepare, kornia's
 SimCLR recipe) are not counted on either side.
 
@@ -32,7 +32,10 @@ LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
 def import_profile(tree: Path, stage: str) -> tuple[float, dict[str, float]]:
-    """Seconds to import the CLI and ``stage`` from ``tree`` in a fresh interpreter, and each top-level package's share."""
+    """Seconds to import the CLI and ``stage`` from ``tree`` in a fresh interpreter, and each third-party package's import.
+
+    A package's time is the cumulative time of the line that imports its top module (``torch``,
+    ``sklearn``), wherever in the tree the first import happens."""
     code = f"import hcl_cli.cli, hcl_cli.stages.{stage}"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=tree, env=env, capture_output=True, text=True, check=True)
@@ -40,12 +43,13 @@ def import_profile(tree: Path, stage: str) -> tuple[float, dict[str, float]]:
     total = 0.0
     for line in done.stderr.splitlines():
         match = LINE.match(line)
-        if match is None or len(match.group(3)) != 1:  # one space: imported at top level, its time cumulative
+        if match is None:
             continue
-        seconds = int(match.group(2)) / 1e6
-        total += seconds
-        package = match.group(4).split(".")[0]
-        packages[package] = packages.get(package, 0.0) + seconds
+        seconds, name = int(match.group(2)) / 1e6, match.group(4)
+        if len(match.group(3)) == 1:  # one space: imported at top level, its time cumulative
+            total += seconds
+        if "." not in name and not name.startswith(("_", "hcl_cli")):
+            packages[name] = packages.get(name, 0.0) + seconds
     return total, packages
 
 
@@ -62,7 +66,9 @@ def main() -> None:
     parser.add_argument("--baseline-tree", type=Path, required=True, help="a checkout of the baseline commit (git worktree)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    baseline = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.baseline_tree, capture_output=True, text=True, check=True).stdout.strip()
+    baseline = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=args.baseline_tree, capture_output=True, text=True, check=True
+    ).stdout.strip()
     trees = {"this": ROOT, "baseline": args.baseline_tree.resolve()}
     loads = [load_average()]
     stages = {}
@@ -80,7 +86,9 @@ def main() -> None:
                 "min_s": round(min(seconds[name]), 3),
                 "max_s": round(max(seconds[name]), 3),
                 "heavy_imports": heavy_imports(tree, stage),
-                "packages_over_50ms_last_run_s": {p: round(s, 3) for p, s in sorted(packages[name].items(), key=lambda i: -i[1]) if s > 0.05},
+                "packages_over_100ms_last_run_s": {
+                    p: round(s, 3) for p, s in sorted(packages[name].items(), key=lambda i: -i[1]) if s > 0.1
+                },
             }
             for name, tree in trees.items()
         }
