@@ -94,7 +94,7 @@ class PretrainConfig(StageConfig):
     precision: str = param(
         "auto",
         "The image encoder's precision: bf16 (bfloat16 autocast, channels_last; the loss stays float32) or fp32; "
-        "auto: bf16 on CUDA, fp32 on a CPU (bf16 measured slower on CPUs with AMX and AVX512_BF16: benchmarks/results/cpu_precision.json).",
+        "auto: bf16 on CUDA, fp32 on a CPU (bf16 was not measurably faster on a CPU with AMX: benchmarks/results/cpu_precision.json).",
         choices=PRECISIONS,
     )
     sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")

@@ -5,9 +5,11 @@ channels_last (the loss stays float32: :func:`hcl_cli.objectives.loss.full_preci
 runs everything in float32. ``auto`` picks bf16 on CUDA and float32 on every CPU. The CPU rule is
 measured, not guessed: ``benchmarks/bench_cpu_precision.py`` timed the product's training step both
 ways on this repository's machine, an Intel Xeon with AMX and AVX512_BF16 (the CPUs on which bf16
-could pay), and bf16 was slower there (``benchmarks/results/cpu_precision.json``: ResNet-18 on
-32 px, and the digits' small CNN); on an AMD EPYC with AVX512_BF16 it was slower too (issue 22).
-``--precision bf16`` asks for it on a CPU where it measures faster.
+could pay), and bf16 was not measurably faster there, in two sessions (the first, in commit 82146ac's results file, 1.24x float32's
+ResNet-18 step, the second 0.98x with runs from 0.89x to 1.41x; the digits' small CNN slower in
+both), while the default digits run's kNN top-1 fell by four test images (within the intervals)
+(``benchmarks/results/cpu_precision.json``); on an AMD EPYC with AVX512_BF16 it was slower (issue
+22). ``--precision bf16`` asks for it on a CPU where it measures faster.
 """
 
 from __future__ import annotations
