@@ -24,12 +24,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, load_average, write_result
 
 STAGE_LINE = re.compile(r"^Running stage '([^']+)'")
 TARGET_RATIO = 0.6
 """Issue 22's goal: the default ``dvc repro --force`` at most 0.6x the baseline's time in the same run."""
+
+
+REFERENCE_GROUPS = ("prepare", "pretrain", "knn", "linear")
+"""The params.yaml groups recorded with the measured run: what makes another run "the default digits run" (hcl_cli/reference.py)."""
 
 
 def git(*args: str, cwd: Path = ROOT) -> str:
@@ -41,7 +47,9 @@ def reproduce(tree: Path, limit: float) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     starts: list[tuple[str, float]] = []
     start = time.perf_counter()
-    with subprocess.Popen(["dvc", "repro", "--force"], cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+    with subprocess.Popen(
+        ["dvc", "repro", "--force"], cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
         assert process.stdout is not None
         for line in process.stdout:
             match = STAGE_LINE.match(line)
@@ -56,7 +64,14 @@ def reproduce(tree: Path, limit: float) -> dict[str, object]:
     ends = [t for _, t in starts[1:]] + [start + wall]
     stages = {name: round(end - begun, 1) for (name, begun), end in zip(starts, ends)}
     metrics = {name: json.loads((tree / "metrics" / f"{name}.json").read_text())["top1"] for name in ("knn", "linear")}
-    return {"wall_s": round(wall, 1), "stages_s": stages, "knn_top1": metrics["knn"], "linear_top1": metrics["linear"]}
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    return {
+        "wall_s": round(wall, 1),
+        "stages_s": stages,
+        "knn_top1": metrics["knn"],
+        "linear_top1": metrics["linear"],
+        "params": {group: params[group] for group in REFERENCE_GROUPS},
+    }
 
 
 def main() -> None:
@@ -99,6 +114,7 @@ def main() -> None:
             "meets_target": ratio <= TARGET_RATIO,
             "knn_top1": runs["this"][-1]["knn_top1"],
             "linear_top1": runs["this"][-1]["linear_top1"],
+            "params": runs["this"][-1]["params"],
         },
     )
 

@@ -1,15 +1,32 @@
-"""Fixtures shared by the test files: prepared digits at a chosen split, and single-threaded torch."""
+"""Fixtures shared by the test files: prepared digits at a chosen split, single-threaded torch, and the pipeline copied into a fresh folder."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from hcl_cli.config import PrepareConfig
 from hcl_cli.stages import prepare
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_pipeline(destination: Path) -> None:
+    """What a repository needs to run the pipeline, copied into ``destination``: dvc.yaml, the ignore files, the package,
+    and every dvc.yaml dependency that no stage writes (the report's reference figures, for one); params.yaml is the caller's."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values()
+    written = [out for stage in stages for key in ("outs", "metrics", "plots") for out in stage.get(key, [])]
+    outputs = {next(iter(out)) if isinstance(out, dict) else out for out in written}
+    sources = {dep for stage in stages for dep in stage["deps"] if dep not in outputs and not dep.startswith("hcl_cli")}
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore", *sorted(sources)):
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, destination / name)
+    shutil.copytree(ROOT / "hcl_cli", destination / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import copy_pipeline
 
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, PretrainConfig
@@ -501,10 +502,6 @@ def test_a_write_error_on_standard_output_exits_1_with_one_line(args: list[str])
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="hcl_cli/reference.py (is_default_digits) imports KnnConfig and LinearConfig, so report's deps hold config/knn.py",
-)
 def test_editing_a_knn_help_text_changes_only_knn_eval_under_real_dvc(tmp_path: Path) -> None:
     """The whole pipeline's dvc status after ``dvc repro``: a knn-eval option's help edited marks knn-eval alone
     changed (prepare, pretrain, embed, linear-eval and report stay cached: the report reads the self-describing
@@ -518,13 +515,7 @@ def test_editing_a_knn_help_text_changes_only_knn_eval_under_real_dvc(tmp_path: 
     def changed() -> set[str]:
         return set(json.loads(run("dvc", "status", "--json") or "{}"))
 
-    written = [out for stage in DVC["stages"].values() for key in ("outs", "metrics", "plots") for out in stage.get(key, [])]
-    outputs = {next(iter(out)) if isinstance(out, dict) else out for out in written}
-    sources = {dep for stage in DVC["stages"].values() for dep in stage["deps"] if dep not in outputs and not dep.startswith("hcl_cli")}
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore", *sources):  # the pipeline's inputs that no stage writes
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "hcl_cli", tmp_path / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    copy_pipeline(tmp_path)
     params = yaml.safe_load(default_params_yaml())
     params["pretrain"] |= {"epochs": 1, "batch_size": 64}
     params["knn"] |= {"k": 10}

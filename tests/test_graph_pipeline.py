@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import copy_pipeline
 from test_graph_step import write_toy_tu
 from test_pipeline import ROOT, repro, run, set_params
 
@@ -32,9 +33,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("graph-pipeline")
-    for name in ("dvc.yaml", "params.yaml", ".dvcignore", ".gitignore"):
-        shutil.copy(ROOT / name, path / name)
-    shutil.copytree(ROOT / "hcl_cli", path / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    copy_pipeline(path)
+    shutil.copy(ROOT / "params.yaml", path / "params.yaml")
     write_toy_tu(path / "raw")
     run(["git", "init", "-q"], path)
     run(["dvc", "init", "-q"], path)

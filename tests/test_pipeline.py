@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import copy_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
@@ -49,13 +50,10 @@ def repro(repo: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("pipeline")
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(ROOT / name, path / name)
-    shutil.copytree(ROOT / "hcl_cli", path / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    copy_pipeline(path)
+    shutil.copy(ROOT / "params.yaml", path / "params.yaml")
     run(["git", "init", "-q"], path)
     run(["dvc", "init", "-q"], path)
-    shutil.copy(ROOT / ".dvcignore", path / ".dvcignore")
-    shutil.copy(ROOT / ".gitignore", path / ".gitignore")
     run(["dvc", "config", "core.analytics", "false"], path)
     set_params(path, TINY)
     return path

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hcl_cli.config import KnnConfig, LinearConfig, PretrainConfig
+from hcl_cli.config import KnnConfig, LinearConfig, PrepareConfig, PretrainConfig
 from hcl_cli.metrics import EvaluationMetrics
 from hcl_cli.reference import REFERENCE_FILE, Reference, load_reference, reproduction_note
 
@@ -17,7 +17,13 @@ DEFAULTS = {
     "knn": KnnConfig().params(),
     "linear": LinearConfig().params(),
 }
-REFERENCE = Reference(top1={"knn": 0.9444, "linear": 0.9911}, machine="a test CPU, 2 CPUs", date="2026-11-25")
+"""What a default digits run records: the card's dataset and seed, and every parameter of the other stages."""
+REFERENCE = Reference(
+    top1={"knn": 0.9444, "linear": 0.9911},
+    machine="a test CPU, 2 CPUs",
+    date="2026-11-25",
+    params={**DEFAULTS, "prepare": PrepareConfig().params()},
+)
 
 
 def metrics(knn: float, linear: float) -> dict[str, EvaluationMetrics]:
@@ -33,6 +39,10 @@ def test_the_reference_is_read_from_the_results_file_the_readme_cites() -> None:
     assert reference is not None
     assert reference.top1 == {"knn": recorded["knn_top1"], "linear": recorded["linear_top1"]}
     assert reference.date == recorded["date"]
+    assert reference.params == recorded["params"]
+    assert {stage: values for stage, values in reference.params.items() if stage != "prepare"} == {
+        stage: values for stage, values in DEFAULTS.items() if stage != "prepare"
+    }, "the reference run is the default digits run of this commit's declarations"
 
 
 def test_a_default_run_is_told_within_or_outside_the_interval() -> None:
@@ -51,6 +61,7 @@ def test_a_default_run_is_told_within_or_outside_the_interval() -> None:
         {"pretrain": {**DEFAULTS["pretrain"], "beta": 2.0}},
         {"prepare": {"dataset": "cifar10", "seed": 0}},
         {"knn": {**DEFAULTS["knn"], "k": 20}},
+        {"linear": {key: value for key, value in DEFAULTS["linear"].items() if key != "seed"}},
     ],
 )
 def test_another_run_gets_no_verdict(changed: dict[str, dict[str, object]]) -> None:
@@ -61,3 +72,5 @@ def test_an_installation_without_the_results_file_has_no_reference(tmp_path: Pat
     assert load_reference(tmp_path / "missing.json") is None
     (tmp_path / "bad.json").write_text('{"knn_top1": "high"}')
     assert load_reference(tmp_path / "bad.json") is None
+    (tmp_path / "no-params.json").write_text('{"knn_top1": 0.94, "linear_top1": 0.99}')
+    assert load_reference(tmp_path / "no-params.json") is None, "without the reference run's parameters no run can be matched"
