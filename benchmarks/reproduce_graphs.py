@@ -53,6 +53,7 @@ import torch
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import common
 from benchmarks.common import ROOT, load_average, write_result
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PrepareConfig, PretrainConfig
@@ -249,6 +250,32 @@ def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: 
     return out
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """The README's table of a results file: per dataset and method ours beside the papers', and the paired differences."""
+
+    def interval(diff: dict[str, Any] | None) -> str:
+        if not diff:
+            return "-"
+        ci = f" [{diff['ci95'][0]:+.2f}, {diff['ci95'][1]:+.2f}]" if diff["ci95"] else ""
+        return f"{diff['mean']:+.2f}{ci}"
+
+    lines = [
+        "| dataset | method | ours: mean ± std (seeds) | paper | minus ucl, 95% CI | minus untrained, 95% CI |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for dataset, rows in result["datasets"].items():
+        untrained = rows["untrained"]
+        if untrained["seeds"]:
+            lines.append(
+                f"| {dataset} | untrained encoder | {untrained['mean']:.2f} ± {untrained['std']:.2f} ({len(untrained['seeds'])}) | - | - | - |"
+            )
+        for name, row in rows["methods"].items():
+            ours = f"{row['mean']:.2f} ± {row['std']:.2f} ({len(row['seeds'])})" if row["seeds"] else "not run"
+            paper = "; ".join(f"{number} ({table})" for table, number in row["paper"].items())
+            lines.append(f"| {dataset} | {name} | {ours} | {paper} | {interval(row['minus_ucl'])} | {interval(row['minus_untrained'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def save_json(path: Path, payload: Any) -> None:
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(payload, indent=2) + "\n")
@@ -270,7 +297,11 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch threads (1: on a loaded 2-core machine 2 threads made a MUTAG epoch 30x slower)"
     )
     parser.add_argument("--time-budget", type=float, default=0, metavar="SECONDS", help="stop between runs after this long (0: no limit)")
+    parser.add_argument("--table", action="store_true", help="print the README table of results/reproduce_graph_NAME.json and exit")
     args = parser.parse_args()
+    if args.table:
+        print(markdown(json.loads((common.RESULTS / f"reproduce_graph_{args.name}.json").read_text())), end="")
+        return
     torch.set_num_threads(args.threads)
     started, deadline = time.monotonic(), time.monotonic() + args.time_budget if args.time_budget else math.inf
     work = args.work or ROOT / "benchmarks" / "work" / f"graph_{args.name}"

@@ -72,5 +72,11 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_and_refuses_other_parameters(mon
     assert rows["methods"]["scl"]["minus_ucl"]["seeds"] == [0, 1] and rows["methods"]["scl"]["complete"]
     assert rows["methods"]["scl"]["paper"] == {"H-SCL Table II": "86.9"} and second["complete"]
     assert [len(i["command"]) > 0 for i in second["invocations"]] == [True, True]
+    table = reproduce_graphs.markdown(second).splitlines()
+    assert (
+        table[2].startswith("| MUTAG | untrained encoder | ")
+        and table[4].startswith("| MUTAG | scl | ")
+        and "86.9 (H-SCL Table II)" in table[4]
+    )
     with pytest.raises(SystemExit, match="other parameters"):
         invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "2", "--epochs", "2")
