@@ -48,7 +48,13 @@ def test_one_process_holds_a_folder_once_for_two_outputs(tmp_path: Path) -> None
 def test_pretrain_with_the_log_in_its_output_folder(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
     """``--out X --live-dir X``: the encoder, the checkpoints and the training log share X (no "in use by" itself)."""
     config = PretrainConfig(
-        data=str(prepared_digits(0.95)), out=str(tmp_path / "x"), live_dir=str(tmp_path / "x"), epochs=1, batch_size=32, device="cpu", arch="small_cnn"
+        data=str(prepared_digits(0.95)),
+        out=str(tmp_path / "x"),
+        live_dir=str(tmp_path / "x"),
+        epochs=1,
+        batch_size=32,
+        device="cpu",
+        arch="small_cnn",
     )
     pretrain.run(config)
     assert {"encoder.safetensors", "encoder.json", "metrics.json", "checkpoints", "plots"} <= {p.name for p in (tmp_path / "x").iterdir()}

@@ -377,7 +377,9 @@ def test_a_run_that_will_not_fit_in_memory_is_refused_before_its_first_step(
     calls = []
     monkeypatch.setattr(step, "sampler_loss", lambda *args, real=step.sampler_loss, **kwargs: calls.append(1) or real(*args, **kwargs))
     monkeypatch.setattr(memory, "available_bytes", lambda device: int(needed * 0.9))
-    with pytest.raises(HclError, match=r"training would need about \d+\.\d GiB more at its first step .*: try --batch-size (16|32) \(about"):
+    with pytest.raises(
+        HclError, match=r"training would need about \d+\.\d GiB more at its first step .*: try --batch-size (16|32) \(about"
+    ):
         pretrain.run(config)
     assert len(calls) == 3, "only the three measuring steps ran"
     assert not (tmp_path / "models" / "encoder.safetensors").exists()

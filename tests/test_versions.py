@@ -29,7 +29,9 @@ def test_a_mismatched_pair_names_both_versions_and_the_fix() -> None:
     assert torch_pair_problem("2.14.1", None) is not None and "torchvision is not installed" in torch_pair_problem("2.14.1", None)
 
 
-def test_a_stage_refuses_to_start_with_a_mismatched_pair(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_stage_refuses_to_start_with_a_mismatched_pair(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from hcl_cli.cli import main
 
     monkeypatch.setattr(versions, "installed", lambda package: {"torch": "2.13.0", "torchvision": "0.29.1"}[package])
@@ -41,6 +43,8 @@ def test_a_stage_refuses_to_start_with_a_mismatched_pair(monkeypatch: pytest.Mon
 
 
 def test_the_installed_pair_is_the_one_constraints_txt_pins() -> None:
-    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line and not line.startswith("#"))
+    pins = dict(
+        line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line and not line.startswith("#")
+    )
     assert torch_pair_problem(pins["torch"], pins["torchvision"]) is None
     assert subprocess.run([sys.executable, "-c", "import hcl_cli.versions as v; v.check_torch_pair()"], check=False).returncode == 0

@@ -36,4 +36,6 @@ def run(config: EmbedConfig) -> None:
     encoder = {"config": sidecar.config, "arch": sidecar.arch, "epoch": sidecar.epoch}
     save_embeddings(config.out, tensors, {"dataset": card.name, "classes": card.classes, "encoder": encoder})
     dims = f"backbone {model.feature_dim}, projection {model.projection_dim}"
-    print(f"hcl embed: wrote {shown(config.out)}: train {len(tensors['train_labels'])}, test {len(tensors['test_labels'])} {modality.sample_noun}s ({dims})")
+    print(
+        f"hcl embed: wrote {shown(config.out)}: train {len(tensors['train_labels'])}, test {len(tensors['test_labels'])} {modality.sample_noun}s ({dims})"
+    )

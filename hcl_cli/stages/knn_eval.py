@@ -32,4 +32,6 @@ def run(config: KnnConfig) -> None:
     )
     accuracy = topk_accuracy(scores, data.test_y)
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(data.test_y), config))
-    print(f"hcl knn-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, k {config.k})")
+    print(
+        f"hcl knn-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} ({config.feature} features, k {config.k})"
+    )

@@ -109,7 +109,9 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         if log is not None:
             log.write(training.history, (start.epoch * steps_per_epoch + start.step, steps_per_epoch * config.epochs))
         knn_probe = (
-            KnnProbe.from_prepared(config.data, modality, card, config.seed, config.batch_size) if config.eval_every and context.is_main else None
+            KnnProbe.from_prepared(config.data, modality, card, config.seed, config.batch_size)
+            if config.eval_every and context.is_main
+            else None
         )
         hscl_probe = (
             HsclProbe.from_training(samples, labels, config.seed, config.batch_size, config.sampler_options["temperature"])
@@ -118,7 +120,11 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         )
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
         if context.is_main:
-            print(startup_line(config, modality.describe(card, size), card.name, model.arch, steps_per_epoch, total_steps, context, checkpoint))
+            print(
+                startup_line(
+                    config, modality.describe(card, size), card.name, model.arch, steps_per_epoch, total_steps, context, checkpoint
+                )
+            )
 
         clock = RunClock(total_steps, config.epochs, steps_per_epoch, device, plain=context.is_main and not sys.stderr.isatty())
         with stop_on_signals() as stop:

@@ -47,9 +47,7 @@ class KnnProbe:
         query_samples, query_labels = modality.load_samples(folder, ["test"])
         bank = torch.randperm(len(bank_labels), generator=generator)[:KNN_PROBE_BANK]
         queries = torch.randperm(len(query_labels), generator=generator)[:KNN_PROBE_QUERIES]
-        return cls(
-            bank_samples[bank], bank_labels[bank], query_samples[queries], query_labels[queries], modality, card, batch_size
-        )
+        return cls(bank_samples[bank], bank_labels[bank], query_samples[queries], query_labels[queries], modality, card, batch_size)
 
     def __call__(self, model: nn.Module) -> float:
         bank, _ = self.modality.embed(model, self.card, self.bank, self.batch_size, "kNN probe bank")

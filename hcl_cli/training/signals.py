@@ -60,7 +60,9 @@ def stop_on_signals() -> Iterator[StopRequest]:
             signal.signal(number, handler)
         if request.at_once is not None:
             raise TrainingInterrupted(f"stopped by {request.signal_name} {request.at_once}", signum)
-        print(f"hcl: {request.signal_name}: stopping after this step with a checkpoint (again to stop at once)", file=sys.stderr, flush=True)
+        print(
+            f"hcl: {request.signal_name}: stopping after this step with a checkpoint (again to stop at once)", file=sys.stderr, flush=True
+        )
 
     for signum in signals:
         signal.signal(signum, record)
