@@ -450,7 +450,7 @@ def test_threshold_runs_linearly_from_start_to_end() -> None:
         ("hucl", True, {"anneal": "down"}, "--anneal must be one of none, paper, official"),
         ("hucl", True, {"anneal_steps": 0}, "--anneal-steps"),
         ("hucl", False, {"positives": "labels"}, "--positives labels needs labels"),
-        ("ucl", True, {"objective": "infonce"}, "--objective must be one of nce, bcl"),
+        ("ucl", True, {"objective": "infonce"}, "--objective must be one of auto, nce, bcl, jsd"),
         ("undimix", True, {"undimix_uncertainty": "closed-form"}, "--undimix-uncertainty"),
     ],
 )

@@ -81,6 +81,7 @@ def test_the_presets_carry_the_papers_settings_and_numbers() -> None:
     assert PRESETS["hcl-tinyimagenet-hard"].groups()["prepare"] == {
         "dataset": "imagefolder",
         "path": "data/raw/tiny-imagenet-200",
+        "name": "MUTAG",
         "image_size": 64,
         "test_fraction": 0.25,
         "seed": 0,
@@ -223,7 +224,7 @@ def test_missing_groups_and_keys_are_added_and_a_flow_group_becomes_a_block(tmp_
         "linear": groups["linear"] | {"mine": 1},
     }
     assert params["prepare"]["image_size"] == 32 and params["pretrain"]["tau_plus"] == 0.1
-    assert "  dataset: stl10                # digits | cifar10 | cifar100 | stl10 | imagefolder" in text.splitlines()
+    assert "  dataset: stl10                # digits | cifar10 | cifar100 | stl10 | imagefolder | tu" in text.splitlines()
 
 
 def test_a_missing_params_file_starts_from_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
