@@ -277,3 +277,11 @@ def test_atomic_writes_of_text_clean_up_on_a_library_error(tmp_path: Path) -> No
             raise Boom("not a write failure")
     write_text(tmp_path / "y.txt", "ok")
     assert sorted(os.listdir(tmp_path)) == ["y.txt"]
+
+
+def test_a_fifo_in_place_of_a_training_log_is_refused_by_the_report(tmp_path: Path) -> None:
+    from hcl_cli.report.figures import training_figures
+
+    os.mkfifo(tmp_path / "loss.tsv")
+    with pytest.raises(HclError, match="loss.tsv is not a regular file"):
+        training_figures(tmp_path)

@@ -72,6 +72,13 @@ def read_dvclive_series(source: Path) -> Series:
     return series
 
 
+def logged(path: Path) -> bool:
+    """Whether pretrain logged ``path``: a regular file; anything else there (a folder, a FIFO) is a one-line HclError, never a hang or a silent skip."""
+    if path.exists() and not path.is_file():
+        raise HclError(f"dvclive log {path} is not a regular file")
+    return path.is_file()
+
+
 def epoch_series(path: Path) -> Series:
     """A dvclive log with its steps (0-based epochs, as pretrain logs them) as epochs 1, 2, ..."""
     steps, values = read_dvclive_series(path)
@@ -82,7 +89,7 @@ def training_figures(logs: Path) -> list[Figure]:
     """Loss, kNN top-1 and H-SCL diagnostic curves from pretrain's dvclive logs, those that were logged (read now)."""
     drawn = []
     loss_log, knn_log = logs / "loss.tsv", logs / "knn_top1.tsv"
-    if loss_log.is_file():
+    if logged(loss_log):
         draw = partial(
             plots.plot_curve,
             epoch_series(loss_log),
@@ -97,7 +104,7 @@ def training_figures(logs: Path) -> list[Figure]:
                 draw,
             )
         )
-    if knn_log.is_file():
+    if logged(knn_log):
         draw = partial(
             plots.plot_curve, epoch_series(knn_log), title="kNN top-1 on held-out images during pretraining", ylabel="top-1 accuracy"
         )
@@ -110,7 +117,7 @@ def training_figures(logs: Path) -> list[Figure]:
             )
         )
     diagnostic_logs = {name: logs / f"{name}.tsv" for name in (ASSUMPTION1_KEY, *map(loss_key, LOSS_SAMPLERS))}
-    if all(path.is_file() for path in diagnostic_logs.values()):
+    if all([logged(path) for path in diagnostic_logs.values()]):
         losses = {LOSS_LABELS[sampler]: epoch_series(diagnostic_logs[loss_key(sampler)]) for sampler in LOSS_SAMPLERS}
         drawn.append(
             Figure(
