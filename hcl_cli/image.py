@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -17,10 +17,16 @@ from torch import Tensor
 from hcl_cli.augment import build_eval_transform
 from hcl_cli.datasets import DatasetCard, load_card, load_split
 from hcl_cli.errors import UsageError
-from hcl_cli.models import ContrastiveModel, EncoderSidecar, build_model, check_fits_dataset, encode, load_encoder, save_encoder
-
-if TYPE_CHECKING:
-    pass
+from hcl_cli.models import (
+    ENCODER_KIND,
+    ContrastiveModel,
+    EncoderSidecar,
+    build_model,
+    check_fits_dataset,
+    encode,
+    load_encoder,
+    save_encoder,
+)
 
 
 class ImageModality:
@@ -28,6 +34,7 @@ class ImageModality:
 
     name = "image"
     sample_noun = "image"
+    encoder_kind = ENCODER_KIND
     keep_last_batch = False
     two_views = True
     objectives = ("nce", "bcl")

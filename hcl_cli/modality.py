@@ -91,6 +91,8 @@ class Modality(Protocol):
     """``image`` or ``graph``: the ``modality`` key of the prepared card."""
     sample_noun: str
     """What one sample is called in messages (``image``, ``graph``)."""
+    encoder_kind: str
+    """The ``kind`` its encoder artifact's sidecar records (``encoder``, ``graph encoder``)."""
     keep_last_batch: bool
     """Whether an epoch keeps its last partial batch (graphs, as the official DataLoader; a tail of one sample is
     dropped) or drops it (images, and every torchrun run)."""
@@ -158,6 +160,11 @@ def modality_named(name: str) -> Modality:
     """The :class:`Modality` registered as ``name``."""
     module, attribute = MODALITIES[name].split(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def encoder_kinds() -> tuple[str, ...]:
+    """The encoder kinds of every modality: what ``hcl pretrain`` may replace in its output folder."""
+    return tuple(modality_named(name).encoder_kind for name in MODALITIES)
 
 
 def modality_of(folder: str | Path) -> Modality:

@@ -147,6 +147,28 @@ def test_linear_eval_refuses_to_write_over_the_encoder_sidecar(tmp_path: Path) -
     assert (tmp_path / "encoder.json").read_bytes() == before
 
 
+def test_pretrain_refuses_outputs_that_would_replace_a_users_or_another_stages_file(
+    prepared_digits: Callable[[float], Path], tmp_path: Path
+) -> None:
+    data = str(prepared_digits(0.95))
+    save_artifact(tmp_path / "m" / "encoder.safetensors", {"w": torch.zeros(2)}, "embeddings")
+    (tmp_path / "live").mkdir()
+    (tmp_path / "live" / "metrics.json").write_text(json.dumps({"top1": 0.5, "details": {"k": 20}}))
+    args = ("pretrain", "--data", data, "--batch-size", "32", "--arch", "small_cnn", "--device", "cpu", "--epochs", "1")
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    result = hcl(*args, "--out", "m", "--live-dir", "ok", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "--out m/encoder.safetensors exists and is a embeddings artifact, not encoder or graph encoder" in result.stderr
+    result = hcl(*args, "--out", "ok", "--live-dir", "live", cwd=tmp_path)
+    assert result.returncode == 2 and "--live-dir live holds a metrics.json that is not a training log hcl wrote" in result.stderr, result.stderr
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+    save_artifact(tmp_path / "m" / "encoder.safetensors", {"w": torch.zeros(2)}, "graph encoder")  # pretrain's own output
+    (tmp_path / "live" / "metrics.json").write_text(json.dumps({"loss": 1.5, "step": 3, "steps": 8, "planned_steps": 8}))
+    result = hcl(*args, "--out", "m", "--live-dir", "live", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "m" / "encoder.json").read_text())["kind"] == "encoder"
+
+
 def test_a_history_name_from_a_checkpoint_never_leaves_the_log_folder(tmp_path: Path) -> None:
     for name in ("../../x", "a/b", "..", "", "Loss\n", 3):
         with pytest.raises(HclError, match="is not a metric name hcl writes"):

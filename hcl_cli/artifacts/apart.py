@@ -70,25 +70,25 @@ def _overlap(written: Path, read: Path) -> str | None:
     return None
 
 
-def check_replaceable(option: str, path: str | os.PathLike[str], kind: str, fields: Collection[str] = ()) -> None:
+def check_replaceable(option: str, path: str | os.PathLike[str], kind: str | tuple[str, ...], fields: Collection[str] = ()) -> None:
     """Refuse, before any work, an output that would replace a file that is not this output's own earlier result.
 
-    A ``.safetensors`` output may replace nothing, or a pair whose sidecar records ``kind`` (or tensors
-    whose sidecar a killed first write never wrote). A JSON output (``fields`` given, e.g. a metrics
+    A ``.safetensors`` output may replace nothing, or a pair whose sidecar records ``kind`` (one of
+    them, when a tuple) (or tensors whose sidecar a killed first write never wrote). A JSON output (``fields`` given, e.g. a metrics
     file's ``top1``) may replace nothing, or a JSON object holding ``fields`` that is no artifact's
     sidecar. Anything else, whichever stage reads it (an encoder and its ``encoder.json``, a dataset
     card, a training log's ``metrics.json``, a checkpoint pointer, a user's file), is a one-line
     :class:`UsageError` naming what the file is.
     """
-    target = Path(path)
+    target, kinds = Path(path), (kind,) if isinstance(kind, str) else kind
     if target.suffix == ".safetensors":
         sidecar = sidecar_path(target)
         if not sidecar.exists():
             return
         recorded = _json_object(sidecar)
-        if recorded is None or recorded.get("kind") != kind:
+        if recorded is None or recorded.get("kind") not in kinds:
             found = f"a {recorded['kind']} artifact" if recorded and isinstance(recorded.get("kind"), str) else "not an hcl artifact"
-            raise UsageError(f"{option} {shown(path)} exists and is {found}, not {kind}: choose another {option}")
+            raise UsageError(f"{option} {shown(path)} exists and is {found}, not {' or '.join(kinds)}: choose another {option}")
         return
     if not target.exists() and not target.is_symlink():
         return
@@ -98,7 +98,9 @@ def check_replaceable(option: str, path: str | os.PathLike[str], kind: str, fiel
     recorded = _json_object(target)
     if recorded is None or "kind" in recorded or "schema_version" in recorded or not set(fields) <= recorded.keys():
         what = f"a {recorded['kind']} file" if recorded and isinstance(recorded.get("kind"), str) else "not a file of this kind"
-        raise UsageError(f"{option} {shown(path)} exists and is {what} (hcl writes only over its own {kind}): choose another {option}")
+        raise UsageError(
+            f"{option} {shown(path)} exists and is {what} (hcl writes only over its own {' or '.join(kinds)}): choose another {option}"
+        )
 
 
 def _json_object(path: Path) -> dict[str, object] | None:

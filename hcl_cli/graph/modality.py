@@ -27,19 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.graph.data import CARD_FILE, GraphBatch, GraphBatcher, GraphCard, load_graph_card, load_prepared_graphs
-from hcl_cli.graph.encoder import GinModel, GraphEncoderSidecar, load_graph_encoder, save_graph_encoder
+from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND, GinModel, GraphEncoderSidecar, load_graph_encoder, save_graph_encoder
 from hcl_cli.graph.gin import global_add_pool
 from hcl_cli.graph.prepared import SPLITS, load_split_indices
-
-if TYPE_CHECKING:
-    pass
 
 MIN_BATCH_GRAPHS = 2
 """The fewest graphs a training batch holds: each node's negatives are the other graphs of its batch."""
@@ -70,6 +67,7 @@ class GraphModality:
 
     name = "graph"
     sample_noun = "graph"
+    encoder_kind = GRAPH_ENCODER_KIND
     keep_last_batch = True
     two_views = False
     objectives = ("jsd",)

@@ -34,13 +34,13 @@ import contextlib
 import sys
 from pathlib import Path
 
-from hcl_cli.artifacts import check_outputs_apart
+from hcl_cli.artifacts import check_outputs_apart, check_replaceable
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import UsageError, shown
 from hcl_cli.locking import locked_folder
-from hcl_cli.modality import Modality, modality_of
+from hcl_cli.modality import Modality, encoder_kinds, modality_of
 from hcl_cli.objectives.loss import check_labels
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.provenance import describe_extent, now, run_record
@@ -50,6 +50,8 @@ from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step
 from hcl_cli.training.memory import check_training_memory
 from hcl_cli.training.probes import HsclProbe, KnnProbe
 from hcl_cli.training.signals import stop_on_signals
+
+ENCODER_FILE = "encoder.safetensors"
 
 
 def run(config: PretrainConfig) -> None:
@@ -63,6 +65,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
     started = now()
     check_outputs_apart({"--data": config.data}, {"--out": config.out, "--live-dir": config.live_dir})
+    check_replaceable("--out", Path(config.out) / ENCODER_FILE, encoder_kinds())
+    TrainingLog(config.live_dir).check_replaceable("--live-dir")
     modality = modality_of(config.data)
     card = modality.load_card(config.data)
     if context.is_main:
@@ -149,7 +153,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                     raise interrupted(stop, position, path, config.epochs, steps_per_epoch)
 
         if context.is_main:
-            out = Path(config.out) / "encoder.safetensors"
+            out = Path(config.out) / ENCODER_FILE
             meta = {
                 "config": config.params(),
                 "epoch": config.epochs,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hcl_cli.artifacts import write_text
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, UsageError, shown
 
 METRICS_FILE = "metrics.json"
 EXTENT_KEYS = ("steps", "planned_steps")
@@ -97,6 +97,31 @@ class TrainingLog:
         if history and steps is not None:
             summary |= dict(zip(EXTENT_KEYS, steps))
         write_text(self.folder / METRICS_FILE, json.dumps(summary, indent=4) + "\n")
+
+    def check_replaceable(self, option: str) -> None:
+        """Refuse, before training, a folder whose ``metrics.json`` is not a training log (a user's file, an evaluation's metrics).
+
+        A training log's ``metrics.json`` is an object of finite numbers under metric names,
+        ``step`` and :data:`EXTENT_KEYS` (empty before the first epoch); anything else would be
+        lost to the first :meth:`write`.
+        """
+        path = self.folder / METRICS_FILE
+        if not path.exists() and not path.is_symlink():
+            return
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (OSError, UnicodeDecodeError, ValueError):
+            summary = None
+        if not isinstance(summary, dict) or not all(
+            (name in ("step", *EXTENT_KEYS) or METRIC_NAME.fullmatch(name))
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            for name, value in summary.items()
+        ):
+            raise UsageError(
+                f"{option} {shown(self.folder)} holds a {METRICS_FILE} that is not a training log hcl wrote: choose another {option}"
+            )
 
     def logged_names(self) -> list[str]:
         """The metrics the log now holds, by its ``metrics.json`` (nothing when it is missing or unreadable)."""
