@@ -513,6 +513,29 @@ def cases() -> list[Case]:
     usage("embed into the prepared folder", "embed", "--data", PREPARED, "--model", ENCODER, "--out", f"{PREPARED}/x.safetensors", *CPU)
     usage("pretrain into the prepared folder", *TINY_PRETRAIN, "--out", PREPARED, "--live-dir", "live")
     usage("pretrain log into the prepared folder", *TINY_PRETRAIN, "--out", "m", "--live-dir", f"{PREPARED}/live")
+    embeddings_as_encoder = both(
+        lambda w: (w / "m").mkdir(),
+        lambda w: shutil.copy(w / EMBEDDINGS, w / "m/encoder.safetensors"),
+        lambda w: shutil.copy(w / "data/embeddings.json", w / "m/encoder.json"),
+    )
+    record, same = unchanged("m/encoder.safetensors", "m/encoder.json")
+    usage("pretrain over embeddings named encoder", *pretrain, setup=both(embeddings_as_encoder, record), check=same)
+    record, same = unchanged("live/metrics.json")
+    usage(
+        "pretrain log over a user's metrics.json",
+        *pretrain,
+        setup=both(write("live/metrics.json", '{"top1": 0.5, "note": "mine"}'), record),
+        check=same,
+    )
+    usage(
+        "pretrain log over the knn metrics",
+        *TINY_PRETRAIN,
+        "--out",
+        "m",
+        "--live-dir",
+        "metrics",
+        setup=lambda w: shutil.copy(w / "metrics/knn.json", w / "metrics/metrics.json"),
+    )
     failure("prepare over the models folder", "prepare", "--out", "models", check=exists(ENCODER))
     failure(
         "prepare over a folder with a user's file",
