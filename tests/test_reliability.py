@@ -160,7 +160,9 @@ def test_pretrain_refuses_outputs_that_would_replace_a_users_or_another_stages_f
     assert result.returncode == 2, result.stderr
     assert "--out m/encoder.safetensors exists and is a embeddings artifact, not encoder or graph encoder" in result.stderr
     result = hcl(*args, "--out", "ok", "--live-dir", "live", cwd=tmp_path)
-    assert result.returncode == 2 and "--live-dir live holds a metrics.json that is not a training log hcl wrote" in result.stderr, result.stderr
+    assert result.returncode == 2 and "--live-dir live holds a metrics.json that is not a training log hcl wrote" in result.stderr, (
+        result.stderr
+    )
     assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
     save_artifact(tmp_path / "m" / "encoder.safetensors", {"w": torch.zeros(2)}, "graph encoder")  # pretrain's own output
     (tmp_path / "live" / "metrics.json").write_text(json.dumps({"loss": 1.5, "step": 3, "steps": 8, "planned_steps": 8}))
