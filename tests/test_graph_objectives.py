@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives import SAMPLERS, contrastive_loss
+from hcl_cli.objectives import SAMPLERS, contrastive_loss, infograph
 from hcl_cli.objectives.core import negative_distribution
 from hcl_cli.objectives.infograph import NodeGraphBatch, local_global_loss
 from hcl_cli.objectives.registry import lookup, supervised_samplers
@@ -121,9 +121,13 @@ def test_ucl_is_infograph() -> None:
     assert_same(ours, official_code(local, global_, NODE_GRAPH, "JSD"), (local, global_))
 
 
-@pytest.mark.parametrize("beta", [0.0, 1.0, 2.0, 10.0])
-def test_official_reading_is_the_codes_jsd_hard(beta: float) -> None:
-    """``hucl`` with ``graph_weights="official"`` is ``JSD_hard`` at that beta (tau+ 0.5 whatever tau_plus says), values and gradients."""
+@pytest.mark.parametrize("beta", [0.0, 1.0, 2.0, 10.0, 50.0])
+@pytest.mark.parametrize("block_entries", [None, 5])
+def test_official_reading_is_the_codes_jsd_hard(beta: float, block_entries: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hucl`` with ``graph_weights="official"`` is ``JSD_hard`` at that beta (tau+ 0.5 whatever tau_plus says), values and gradients,
+    in one block of rows and in blocks of a row or two (the largest |score|, whose gradient amax shares, then in one block of several)."""
+    if block_entries:
+        monkeypatch.setattr(infograph, "OFFICIAL_CHUNK_ELEMENTS", block_entries)
     local, global_ = embeddings(seed=1)
     ours = local_global_loss(local, global_, NODE_GRAPH, sampler="hucl", graph_weights="official", beta=beta, tau_plus=0.1)
     assert_same(ours, official_code(local, global_, NODE_GRAPH, "JSD_hard", beta=beta), (local, global_))
@@ -141,9 +145,9 @@ def test_official_beta_zero_is_debiased_not_infograph() -> None:
     debiased = local_global_loss(local, global_, NODE_GRAPH, sampler="debiased", graph_weights="official")
     assert_same(debiased, official_code(local, global_, NODE_GRAPH, "JSD_hard", beta=0.0), (local, global_))
     hucl = local_global_loss(local, global_, NODE_GRAPH, sampler="hucl", graph_weights="official", beta=0.0)
-    infograph = local_global_loss(local, global_, NODE_GRAPH, sampler="ucl")
+    info_graph = local_global_loss(local, global_, NODE_GRAPH, sampler="ucl")
     torch.testing.assert_close(hucl, debiased, rtol=1e-12, atol=0.0)
-    assert not torch.isclose(debiased, infograph)
+    assert not torch.isclose(debiased, info_graph)
 
 
 def test_official_weights_fall_as_the_score_rises() -> None:
@@ -298,3 +302,23 @@ def test_jsd_is_not_an_image_objective() -> None:
     z1, z2 = torch.randn(4, 3), torch.randn(4, 3)
     with pytest.raises(UsageError, match="objective jsd is InfoGraph's loss"):
         contrastive_loss(z1, z2, sampler="ucl", objective="jsd")
+
+
+@pytest.mark.parametrize("block_entries", [None, 5])
+def test_official_reading_shares_the_largest_scores_gradient_among_its_ties(
+    block_entries: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two graphs with one embedding tie the largest |score| of the weights' scale: amax's gradient goes half to each."""
+    if block_entries:
+        monkeypatch.setattr(infograph, "OFFICIAL_CHUNK_ELEMENTS", block_entries)
+    local, global_ = embeddings(seed=1)
+    with torch.no_grad():
+        negatives = (local @ global_.T).masked_fill(NODE_GRAPH[:, None] == torch.arange(len(global_)), 0.0).abs()
+        hardest = int(negatives.max(dim=0).values.argmax())
+        twin = next(g for g in range(len(global_)) if g != hardest and not (NODE_GRAPH[negatives[:, hardest].argmax()] == g))
+        global_[twin] = global_[hardest]
+        ties = (local @ global_.T).masked_fill(NODE_GRAPH[:, None] == torch.arange(len(global_)), 0.0).abs()
+    assert int((ties == ties.max()).sum()) == 2
+    for beta in (1.0, 10.0):
+        ours = local_global_loss(local, global_, NODE_GRAPH, sampler="hucl", graph_weights="official", beta=beta)
+        assert_same(ours, official_code(local, global_, NODE_GRAPH, "JSD_hard", beta=beta), (local, global_))

@@ -33,6 +33,7 @@ import torch
 from hcl_cli.artifacts.files import read_json, write_json
 from hcl_cli.artifacts.tensors import SCHEMA_VERSION, TensorSpec, load_artifact, save_artifact
 from hcl_cli.errors import HclError
+from hcl_cli.graph.gin import Adjacency
 from hcl_cli.graph.tu import TuGraphs, read_tu_files
 
 MODALITY = "graph"
@@ -329,7 +330,9 @@ def load_prepared_graphs(folder: str | Path, device: str | torch.device = "cpu")
 class GraphBatch:
     """A mini-batch of graphs as one graph: node features ``x``, ``edge_index`` in batch node ids, the
     graph of each node ``batch`` (0..B-1), node offsets ``ptr`` (B+1,), ``labels`` (B,) and the
-    dataset ``indices`` (B,) of its graphs, in the order asked for (torch-geometric's ``Batch``)."""
+    dataset ``indices`` (B,) of its graphs, in the order asked for (torch-geometric's ``Batch``);
+    ``adjacency``, the same edges as CSR arrays for the GIN's sparse products
+    (:class:`~hcl_cli.graph.gin.Adjacency`), or None (the GIN then sums over ``edge_index``)."""
 
     x: torch.Tensor
     edge_index: torch.Tensor
@@ -337,6 +340,12 @@ class GraphBatch:
     ptr: torch.Tensor
     labels: torch.Tensor
     indices: torch.Tensor
+    adjacency: Adjacency | None = None
+
+    @property
+    def edges(self) -> torch.Tensor | Adjacency:
+        """What the GIN reads: ``adjacency`` when built, else ``edge_index``."""
+        return self.edge_index if self.adjacency is None else self.adjacency
 
     @property
     def num_graphs(self) -> int:
@@ -347,13 +356,19 @@ class GraphBatcher:
     """Gathers mini-batches from a dataset kept on ``device``, with tensor operations only.
 
     The batch sizes are computed from copies of the per-graph counts on the CPU, so building a
-    batch on a GPU makes no device-to-host synchronisation.
+    batch on a GPU makes no device-to-host synchronisation. The edges are kept twice, sorted by
+    (source, target) and by (target, source): each graph's edges stay in its ``edge_ptr`` block
+    either way, so a batch gathers both orders with the same indices and has its
+    :class:`~hcl_cli.graph.gin.Adjacency` (both CSR) without sorting.
     """
 
     def __init__(self, dataset: GraphDataset, device: str | torch.device = "cpu") -> None:
         self.device = torch.device(device)
         self.x = dataset.x.to(self.device)
-        self.edge_index = dataset.edge_index.to(self.device)
+        edge_index = dataset.edge_index.to(self.device)
+        nodes = len(dataset.x)
+        self.edge_index = edge_index[:, torch.argsort(edge_index[0] * nodes + edge_index[1])]
+        self.by_target = edge_index[:, torch.argsort(edge_index[1] * nodes + edge_index[0])]
         self.labels = dataset.labels.to(self.device)
         self.node_ptr = dataset.node_ptr.to(self.device)
         self.edge_ptr = dataset.edge_ptr.to(self.device)
@@ -376,8 +391,16 @@ class GraphBatcher:
         edge_ids = torch.arange(edges, device=self.device) + torch.repeat_interleave(
             self.edge_ptr[order] - edge_offsets[:-1], edge_counts, output_size=edges
         )
-        edge_index = self.edge_index.index_select(1, edge_ids) - torch.repeat_interleave(node_shift, edge_counts, output_size=edges)
+        edge_shift = torch.repeat_interleave(node_shift, edge_counts, output_size=edges)
+        edge_index = self.edge_index.index_select(1, edge_ids) - edge_shift
+        by_target = self.by_target.index_select(1, edge_ids) - edge_shift
         graph = torch.repeat_interleave(torch.arange(len(order), device=self.device), node_counts, output_size=nodes)
         return GraphBatch(
-            x=self.x.index_select(0, node_ids), edge_index=edge_index, batch=graph, ptr=ptr, labels=self.labels[order], indices=order
+            x=self.x.index_select(0, node_ids),
+            edge_index=edge_index,
+            batch=graph,
+            ptr=ptr,
+            labels=self.labels[order],
+            indices=order,
+            adjacency=Adjacency.from_sorted(nodes, edge_index, by_target),
         )

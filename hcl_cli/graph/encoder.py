@@ -26,7 +26,7 @@ import torch
 
 from hcl_cli.artifacts.tensors import SCHEMA_VERSION, library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError
-from hcl_cli.graph.gin import InfoGraphModel
+from hcl_cli.graph.gin import Edges, InfoGraphModel
 from hcl_cli.models import check_state_dict, load_recorded_weights
 
 GRAPH_ENCODER_KIND = "graph encoder"
@@ -67,10 +67,10 @@ class GinModel(InfoGraphModel):
             "projection_dim": self.projection_dim,
         }
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, x: torch.Tensor, edges: Edges, batch: torch.Tensor, num_graphs: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(graph embeddings, global head outputs)`` of a batch: the backbone and projection that ``embed`` writes
         (the local head, which only the loss reads, is not run)."""
-        graphs, _ = self.encoder(x, edge_index, batch, num_graphs)
+        graphs, _ = self.encoder(x, edges, batch, num_graphs)
         return graphs, self.global_d(graphs)
 
 

@@ -133,7 +133,7 @@ class GraphModality:
             parts = tqdm(parts, total=len(starts), desc=description, unit="batch", disable=None, leave=False)
         backbone, projection = [], []
         for batch in parts:
-            graphs, heads = model.embed(batch.x, batch.edge_index, batch.batch, batch.num_graphs)
+            graphs, heads = model.embed(batch.x, batch.edges, batch.batch, batch.num_graphs)
             backbone.append(graphs.float().cpu())
             projection.append(heads.float().cpu())
         model.train(was_training)

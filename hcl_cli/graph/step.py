@@ -58,7 +58,7 @@ class GraphTrainingStep:
         """Train on ``batch`` (at least 2 graphs) with the sampler options of the current epoch; checks nothing."""
         spec = SAMPLERS[self.sampler]
         self.optimizer.zero_grad(set_to_none=True)
-        local, global_, _ = self.model(batch.x, batch.edge_index, batch.batch, batch.num_graphs)
+        local, global_, _ = self.model(batch.x, batch.edges, batch.batch, batch.num_graphs)
         graph_labels = labels if spec.label_positives(loss_options) else None
         loss, stats = node_graph_loss(local, global_, batch.batch, graph_labels, sampler=self.sampler, options=loss_options)
         loss.backward()

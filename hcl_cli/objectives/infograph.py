@@ -159,7 +159,14 @@ def official_positive_expectation(p: Tensor, tau_plus: float) -> Tensor:
     return LOG_2 - F.softplus(-p) - tau_plus / (1.0 - tau_plus) * (F.softplus(-p) + p)
 
 
-def official_jsd_hard(batch: NodeGraphBatch, *, beta: float, detach_weights: bool = False) -> Tensor:
+SOFTPLUS_THRESHOLD = 20.0
+"""``F.softplus``'s default threshold: above it sp(x) is x (float32 cannot tell log1p(e^-20) = 2e-9 from 0 next to x)."""
+
+OFFICIAL_CHUNK_ELEMENTS = 1 << 18
+"""Score entries per row block of :func:`official_jsd_hard` (1 MiB of float32: the block stays in cache through its passes)."""
+
+
+def official_jsd_hard(local: Tensor, global_: Tensor, node_graph: Tensor, *, beta: float, detach_weights: bool = False) -> Tensor:
     """``local_global_loss_(..., measure="JSD_hard", beta)`` of HCL's graph code, as it computes it.
 
     losses.py lines 20-33: ``res = l g^T``; ``E_pos`` is ``get_positive_expectation`` summed over
@@ -172,23 +179,139 @@ def official_jsd_hard(batch: NodeGraphBatch, *, beta: float, detach_weights: boo
     less log 2, on every slot. tau+ is :data:`OFFICIAL_TAU_PLUS`. The weights are computed in the
     log domain (no overflow for large beta); ``detach_weights`` stops their gradient (the code's
     flows through them, and through the max).
+
+    The same values and gradients as autograd through those dense (n, G) expressions (up to
+    rounding), computed by :class:`_OfficialJsdHard` in one pass over blocks of rows: the node's own
+    graph is one index per row (no mask), and the gradient is written in the same pass.
     """
-    nodes, graphs = batch.logits.shape
-    own = ~batch.masks.negatives
-    positive = official_positive_expectation(batch.logits.reshape(-1).index_select(0, batch.masks.partner_pairs), OFFICIAL_TAU_PLUS)
-    expected_positive = positive.mean() + (graphs - 1) * official_positive_expectation(positive.new_zeros(()), OFFICIAL_TAU_PLUS)
-    q = batch.logits.masked_fill(own, 0.0)
-    if beta == 0:
-        negative = ((F.softplus(q) - LOG_2) / (1.0 - OFFICIAL_TAU_PLUS)).masked_fill(own, 0.0)
-    else:
-        scale = q.abs().amax().clamp(min=torch.finfo(q.dtype).tiny)
-        log_weights = -2.0 * beta * q / scale
-        weights = torch.exp(log_weights - torch.logsumexp(log_weights, dim=1, keepdim=True) + math.log(graphs))
-        if detach_weights:
-            weights = weights.detach()
-        negative = weights * F.softplus(q) / (1.0 - OFFICIAL_TAU_PLUS) - LOG_2
-    expected_negative = negative.sum() / (nodes * (graphs - 1))
-    return expected_negative - expected_positive
+    loss = _OfficialJsdHard.apply(local, global_, node_graph, float(beta), bool(detach_weights))
+    assert isinstance(loss, Tensor)
+    return loss
+
+
+class _OfficialJsdHard(torch.autograd.Function):
+    """:func:`official_jsd_hard` with its gradient written by hand, block by block of rows.
+
+    With ``s_ij = l_i.g_j``, o_i the node's graph, c = tau+/(1 - tau+), ``K = 1/((1 - tau+) n (G - 1))``,
+    ``q`` the scores with ``q_io = 0``, ``f = sp(q)``, ``m = max |q|``, ``w_ij = G softmax_j(-2 beta q_ij / m)``
+    and ``A_i = sum_j w_ij f_ij``: ``loss = K sum_i A_i - G log 2 / (G - 1) - E_pos`` and
+
+        d/ds_ij (j != o_i) = K w_ij [sigma(q_ij) - 2 beta / m (f_ij - A_i / G)]
+        d/dm               = K 2 beta / m^2 sum_ij w_ij (f_ij - A_i / G) q_ij   (to the entries |q| = m, as amax)
+        d/ds_io            = -((1 + c) sigma(-s_io) - c) / n
+
+    (beta = 0: ``K sum_(j != o_i) f_ij - log 2 / (1 - tau+)``, gradient ``K sigma(s_ij)``).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, local: Tensor, global_: Tensor, node_graph: Tensor, beta: float, detach_weights: bool
+    ) -> Tensor:
+        nodes, graphs = local.shape[0], global_.shape[0]
+        tau = OFFICIAL_TAU_PLUS
+        c = tau / (1.0 - tau)
+        k = 1.0 / ((1.0 - tau) * nodes * (graphs - 1))
+        need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        through_weights = beta != 0 and not detach_weights and need_grad
+        local, global_ = local.detach(), global_.detach()
+        own = torch.arange(nodes, device=local.device) * graphs + node_graph
+        q = local @ global_.T
+        positive = q.view(-1).index_select(0, own)
+        q.view(-1).index_fill_(0, own, 0.0)
+        zero = official_positive_expectation(positive.new_zeros(()), tau)  # each of the G - 1 other graphs' slots, zeroed
+        expected_positive = official_positive_expectation(positive, tau).mean() + (graphs - 1) * zero
+        # The gradient is accumulated as (d loss / d s) / k; global_k and the positive slots' values carry k back.
+        positive_grad = -((1.0 + c) * torch.sigmoid(-positive) - c) / (nodes * k)
+        global_k = global_ * k
+        grad_local = torch.empty_like(local) if need_grad else None
+        grad_global = torch.zeros_like(global_) if need_grad else None
+        block = max(1, OFFICIAL_CHUNK_ELEMENTS // graphs)
+        starts = range(0, nodes, block)
+        factor = scale = largest = 0.0
+        direct = False
+        if beta != 0:
+            # m = max |q| (amax); each block's extremes keep the search for its ties to the blocks that hold them.
+            extremes = torch.stack([torch.stack(q[start : start + block].aminmax()) for start in starts]).tolist()
+            largest = max(max(high, -low) for low, high in extremes)
+            scale = max(largest, torch.finfo(q.dtype).tiny)
+            factor = -2.0 * beta / scale
+            # |factor q| <= 2 |beta| and every row holds its own slot's exp(0) = 1: exp needs no shift below 2 |beta| = 80.
+            direct = 2.0 * abs(beta) <= 80.0
+        total = q.new_zeros(())
+        grad_scale = q.new_zeros(())
+        # Fresh (block, G) tensors would each be mapped and faulted in anew: the passes write into these.
+        rows = min(block, nodes)
+        f, e, w, grad = (q.new_empty(rows, graphs) for _ in range(4))
+        # exp is floored at e^floor, a normal number: an underflow to subnormals (the heads' scores
+        # reach 1e4) costs ten times a normal exp, and changes the sums by less than 1e-30; in float32,
+        # log1p(exp(-|q|)) stops at |q| = 20 (the threshold of F.softplus, where it is within 2e-9 of 0):
+        # log1p of smaller numbers takes a slow path.
+        floor = math.log(torch.finfo(q.dtype).tiny) + 1.0
+        limit = -floor if q.dtype == torch.float64 else SOFTPLUS_THRESHOLD
+        for start in starts:
+            stop = min(start + block, nodes)
+            size = stop - start
+            q_block = q[start:stop]
+            own_block = own[start:stop] - start * graphs
+            f_block, e_block, w_block, grad_block = f[:size], e[:size], w[:size], grad[:size]
+            # sp(q) = max(q, 0) + log1p(exp(-|q|)); sigma(q) = exp(q - sp(q)).
+            torch.abs(q_block, out=e_block).clamp_(max=limit).neg_().exp_()
+            torch.log1p(e_block, out=f_block).add_(torch.clamp(q_block, min=0.0, out=e_block))
+            if need_grad:
+                torch.sub(q_block, f_block, out=grad_block).clamp_(min=floor).exp_()
+            if beta == 0:
+                f_block.view(-1).index_fill_(0, own_block, 0.0)
+                total += f_block.sum()
+            else:
+                torch.mul(q_block, factor, out=w_block)
+                if direct:
+                    w_block.exp_()
+                    w_block.mul_(graphs / w_block.sum(dim=1, keepdim=True))
+                else:
+                    w_block.sub_(torch.logsumexp(w_block, dim=1, keepdim=True) - math.log(graphs)).exp_()
+                weighted = f_block.mul_(w_block)
+                row_sums = weighted.sum(dim=1, keepdim=True)
+                total += row_sums.sum()
+            if not need_grad:
+                continue
+            if beta != 0:
+                grad_block.mul_(w_block)
+                if through_weights:
+                    tilt = weighted.addcmul_(w_block, row_sums, value=-1.0 / graphs)
+                    grad_scale += torch.dot(tilt.view(-1), q_block.reshape(-1))
+                    grad_block.add_(tilt, alpha=factor)
+            grad_block.view(-1).index_copy_(0, own_block, positive_grad[start:stop])
+            torch.mm(grad_block, global_k, out=grad_local[start:stop])
+            grad_global.addmm_(grad_block.T, local[start:stop])
+        if beta == 0:
+            expected_negative = k * total - LOG_2 / (1.0 - tau)
+        else:
+            expected_negative = k * total - graphs * LOG_2 / (graphs - 1)
+        loss = expected_negative - expected_positive
+        if need_grad:
+            grad_global.mul_(k)
+        if through_weights and largest >= torch.finfo(q.dtype).tiny:
+            # d loss / d m = k 2 beta / m^2 sum (tilt q) = -k factor / m sum (tilt q); amax shares it among the ties.
+            ties = [
+                (q_block.abs() == largest).nonzero() + torch.tensor([start, 0], device=q.device)
+                for start, (low, high) in zip(starts, extremes)
+                if max(high, -low) == largest
+                for q_block in [q[start : start + block]]
+            ]
+            where = torch.cat(ties)
+            share = (-k * factor / scale) * grad_scale / len(where)
+            i, j = where[:, 0], where[:, 1]
+            signed = share * torch.sign(q[i, j])[:, None]
+            grad_local.index_add_(0, i, signed * global_[j])
+            grad_global.index_add_(0, j, signed * local[i])
+        ctx.grads = (grad_local, grad_global)
+        return loss
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        grad_local, grad_global = ctx.grads
+        return grad_output * grad_local, grad_output * grad_global, None, None, None
 
 
 @overload
@@ -278,12 +401,15 @@ def node_graph_loss(
     label_positives = spec.label_positives(options)
     official = options.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS
     with torch.autocast(device_type=local.device.type, enabled=False):
-        batch = NodeGraphBatch(local, global_, node_graph, graph_labels if label_positives else None)
         if official:
             beta = options.beta if sampler == "hucl" else 0.0
-            loss = official_jsd_hard(batch, beta=beta, detach_weights=options.detach_weights)
-            count = torch.tensor(batch.num_anchors, device=loss.device)
+            compute_dtype = torch.float64 if local.dtype == torch.float64 else torch.float32
+            loss = official_jsd_hard(
+                local.to(compute_dtype), global_.to(compute_dtype), node_graph, beta=beta, detach_weights=options.detach_weights
+            )
+            count = torch.tensor(local.shape[0], device=loss.device)
             return loss, LossStats(terms=count, anchors_without_negatives=torch.zeros_like(count))
+        batch = NodeGraphBatch(local, global_, node_graph, graph_labels if label_positives else None)
         negatives = spec.load()(batch, options.replaced({"clip": True}, {}))
         return jsd_objective(batch, negatives, label_positives=label_positives, tau_plus=options.tau_plus)
 
