@@ -15,7 +15,8 @@ stage's per-epoch checkpoints and log files. ``tests/test_reproduce_graphs.py`` 
 embeddings equal those of ``hcl pretrain`` + ``hcl embed``.
 
 Runs are recorded one by one in ``WORK/runs.json``; a rerun skips the runs done (and refuses a
-method whose parameters changed). ``--time-budget SECONDS`` stops between runs once the budget is
+method whose parameters changed), those of ``WORK/runs.json`` and those that the results file of the
+same ``--name`` holds for the same parameters (so a fresh clone resumes from the committed file). ``--time-budget SECONDS`` stops between runs once the budget is
 spent (exit 75; rerun the same command to continue). The order is seed-major, so a partial table
 has every method on the same seeds; ot runs come last (``--methods`` order otherwise).
 
@@ -218,15 +219,54 @@ def paired(runs: dict[int, dict[str, Any]], baseline: dict[int, dict[str, Any]])
 
 
 def summary(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    accuracies = [runs[s]["accuracy"] for s in sorted(runs)]
+    """Per-seed accuracies and seconds, their mean and std; the seconds' means over the runs that have them (not the imported ones)."""
+    seeds = sorted(runs)
+    accuracies = [runs[s]["accuracy"] for s in seeds]
+
+    def seconds(kind: str) -> tuple[list[float | None], float | None]:
+        per_seed = [runs[s].get(kind) for s in seeds]
+        known = [t for t in per_seed if t is not None]
+        return per_seed, round(float(np.mean(known)), 2) if known else None
+
+    (train, train_mean), (evaluation, eval_mean) = seconds("train_seconds"), seconds("eval_seconds")
     return {
-        "seeds": sorted(runs),
+        "seeds": seeds,
         "accuracies": [round(a, 2) for a in accuracies],
         "mean": round(float(np.mean(accuracies)), 2) if accuracies else None,
         "std": round(float(np.std(accuracies)), 2) if accuracies else None,
-        "train_seconds_mean": round(float(np.mean([runs[s]["train_seconds"] for s in runs])), 2) if runs else None,
-        "eval_seconds_mean": round(float(np.mean([runs[s]["eval_seconds"] for s in runs])), 2) if runs else None,
+        "train_seconds": train,
+        "eval_seconds": evaluation,
+        "train_seconds_mean": train_mean,
+        "eval_seconds_mean": eval_mean,
     }
+
+
+def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]], epochs: Any) -> dict[str, Any]:
+    """The runs a results file holds (per seed: the accuracy, and the seconds where it kept them), for the
+    methods whose parameters and epochs are those asked for: what a rerun resumes from when the work
+    folder's runs.json is gone (a fresh clone has only the committed results file)."""
+    if result.get("epochs") != epochs:
+        return {}
+    runs: dict[str, Any] = {}
+    for dataset, rows in methods.items():
+        stored = result.get("datasets", {}).get(presets.TU_DATASETS[dataset][0], {})
+        same = {
+            name: stored["methods"][name]
+            for name, spec in rows.items()
+            if stored.get("methods", {}).get(name, {}).get("parameters") == json.loads(json.dumps(spec.pretrain))
+        }
+        if "ucl" in same and "untrained" in stored:
+            same["untrained"] = stored["untrained"]
+        for name, row in same.items():
+            timings = zip(row.get("train_seconds") or [None] * len(row["seeds"]), row.get("eval_seconds") or [None] * len(row["seeds"]))
+            for seed, accuracy, (train, evaluation) in zip(row["seeds"], row["accuracies"], timings, strict=True):
+                runs[f"{dataset}/{name}/{seed}"] = {
+                    "accuracy": accuracy,
+                    "train_seconds": train,
+                    "eval_seconds": evaluation,
+                    "from": "results file",
+                }
+    return runs
 
 
 def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: int) -> dict[str, Any]:
@@ -317,6 +357,10 @@ def main() -> None:
                 raise SystemExit(f"{work} ran {key} with other parameters (see {recorded_path}): use another --name")
     save_json(recorded_path, recorded)
     done: dict[str, Any] = json.loads(runs_path.read_text()) if runs_path.is_file() else {}
+    result_path = common.RESULTS / f"reproduce_graph_{args.name}.json"
+    if result_path.is_file():
+        epochs = args.epochs or "the presets' (200)"
+        done = {**runs_in_results(json.loads(result_path.read_text()), methods, epochs), **done}
     queue = [
         (dataset, name, seed)
         for phase in (False, True)
@@ -356,7 +400,8 @@ def main() -> None:
             "threads": args.threads,
             "svm": "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search",
             "std": "over seeds, ddof 0 (numpy's default, as the papers' code); intervals: t over the per-seed paired differences",
-            "wall_seconds_total": round(sum(r["train_seconds"] + r["eval_seconds"] for r in done.values()), 1),
+            "wall_seconds_total": round(sum((r["train_seconds"] or 0) + (r["eval_seconds"] or 0) for r in done.values()), 1),
+            "runs_without_seconds": sum(r["train_seconds"] is None for r in done.values()),
             "datasets": table(methods, done, args.repeats),
             "invocations": invocations,
         },

@@ -62,7 +62,9 @@ def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> dict:
     return json.loads((tmp_path / "results" / "reproduce_graph_toy.json").read_text())
 
 
-def test_a_rerun_adds_seeds_keeps_the_runs_done_and_refuses_other_parameters(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_and_refuses_other_parameters(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     write_toy_tu(tmp_path / "raw", name="MUTAG")
     first = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1")
     second = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "2", "--epochs", "1")
@@ -72,6 +74,11 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_and_refuses_other_parameters(mon
     assert rows["methods"]["scl"]["minus_ucl"]["seeds"] == [0, 1] and rows["methods"]["scl"]["complete"]
     assert rows["methods"]["scl"]["paper"] == {"H-SCL Table II": "86.9"} and second["complete"]
     assert [len(i["command"]) > 0 for i in second["invocations"]] == [True, True]
+    (tmp_path / "work" / "runs.json").unlink()  # a fresh clone: only the results file is left
+    third = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "3", "--epochs", "1")
+    resumed = third["datasets"]["MUTAG"]["methods"]["scl"]
+    assert resumed["accuracies"][:2] == rows["methods"]["scl"]["accuracies"] and resumed["seeds"] == [0, 1, 2]
+    assert resumed["train_seconds"][:2] == rows["methods"]["scl"]["train_seconds"] and third["runs_without_seconds"] == 0
     table = reproduce_graphs.markdown(second).splitlines()
     assert (
         table[2].startswith("| MUTAG | untrained encoder | ")
