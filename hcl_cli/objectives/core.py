@@ -120,9 +120,9 @@ class RowLogSumExp(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, matrix: Tensor) -> Tensor:
-        probabilities = torch.softmax(matrix, dim=1)
+        probabilities, logsumexp = softmax_logsumexp(matrix)
         ctx.save_for_backward(probabilities)
-        return matrix.amax(dim=1) - probabilities.amax(dim=1).log()
+        return logsumexp
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -131,11 +131,52 @@ class RowLogSumExp(torch.autograd.Function):
         return probabilities * gradient[:, None]
 
 
+def softmax_logsumexp(matrix: Tensor) -> tuple[Tensor, Tensor]:
+    """The row softmax of an (n, m) matrix and its rows' ``logsumexp``, ``max_j x_ij - log max_j p_ij`` (:class:`RowLogSumExp`)."""
+    probabilities = torch.softmax(matrix, dim=1)
+    return probabilities, matrix.amax(dim=1) - probabilities.amax(dim=1).log()
+
+
 def row_logsumexp(matrix: Tensor) -> Tensor:
     """(n,) ``torch.logsumexp(matrix, dim=1)`` of an (n, m) matrix, in about half the passes (:class:`RowLogSumExp`)."""
     if not torch.is_grad_enabled() or not matrix.requires_grad:
-        return matrix.amax(dim=1) - torch.softmax(matrix, dim=1).amax(dim=1).log()
+        return softmax_logsumexp(matrix)[1]
     return RowLogSumExp.apply(matrix)
+
+
+class TiltedLogMean(torch.autograd.Function):
+    """(n,) ``log E_q[exp(s_ij)] = lse_j(w_ij + s_ij) - lse_j(w_ij)`` for exponentially tilted weights, ``w = tilt * s``
+    on a support and ``-inf`` off it (HCL Eq. 4's ``q_beta``, H-SCL's ``eta_exp``), with its gradient in ``s`` written out.
+
+    With ``p = softmax(w)`` and ``p' = softmax(w + s)``, the gradient is ``(1 + tilt) p' - tilt p`` through the weights
+    (``p'`` alone when the weights are detached): two passes over the matrix, where autograd would run the two
+    ``logsumexp`` backwards, the sum's, and the weights' own graph (mask, scaling) before adding the two paths.
+    The forward computes exactly what :func:`row_logsumexp` gives for the two terms. Not twice differentiable.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, log_weights: Tensor, logits: Tensor, tilt: float, through_weights: bool
+    ) -> Tensor:
+        weights, log_normaliser = softmax_logsumexp(log_weights)
+        tilted, log_total = softmax_logsumexp(log_weights + logits)
+        ctx.tilt, ctx.through_weights = tilt, through_weights
+        ctx.save_for_backward(weights if through_weights else None, tilted)
+        return log_total - log_normaliser
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: torch.autograd.function.FunctionCtx, gradient: Tensor) -> tuple[None, Tensor, None, None]:
+        weights, tilted = ctx.saved_tensors
+        if not ctx.through_weights:
+            return None, tilted * gradient[:, None], None, None
+        logits_gradient = tilted * ((1.0 + ctx.tilt) * gradient)[:, None]
+        return None, logits_gradient.addcmul_(weights, (-ctx.tilt * gradient)[:, None]), None, None
+
+
+def tilted_log_mean(log_weights: Tensor, logits: Tensor, tilt: float) -> Tensor:
+    """(n,) :class:`TiltedLogMean`: its gradient runs through the weights where ``log_weights`` requires one."""
+    return TiltedLogMean.apply(log_weights, logits, tilt, log_weights.requires_grad)
 
 
 @functools.lru_cache(maxsize=16)
@@ -238,11 +279,17 @@ class ScoreBatch(abc.ABC):
 
         Without ``label_positives``: each anchor and its ``partner`` column (cached). With them
         (H-SCL): every anchor and every other candidate with the same label, partner included
-        (found with ``nonzero``: one device sync per step on CUDA).
+        (found with ``nonzero``: device syncs on CUDA).
         """
         if not label_positives:
             return self.masks.rows, self.masks.partner_pairs
-        return same_label_pairs(self.labelled, self.candidate_labels, self.masks.others)
+        return pairs_within(*self.same_label, self.masks.others)
+
+    @functools.cached_property
+    def same_label(self) -> tuple[Tensor, Tensor]:
+        """Every (anchor, candidate) pair of one label, self included: rows and flat indices (:func:`label_pairs`), once
+        per batch for the positives and a supervised sampler's support."""
+        return label_pairs(self.labelled, self.candidate_labels)
 
 
 def label_runs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -254,23 +301,34 @@ def label_runs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor
     return order, start, torch.searchsorted(sorted_labels, labels, right=True) - start
 
 
-def same_label_pairs(labels: Tensor, candidate_labels: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
-    """The pairs ``(i, j)`` with ``labels[i] == candidate_labels[j]`` and ``others[i, j]``, in row-major order:
-    each pair's row and flat index ``i * m + j``, as ``nonzero`` of the (n, m) mask would give them.
+def label_pairs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor]:
+    """Every pair ``(i, j)`` with ``labels[i] == candidate_labels[j]``, in row-major order: each pair's row and flat
+    index ``i * m + j``, as ``nonzero`` of the (n, m) equality would give them.
 
     Built from the candidates sorted by label (each anchor's same-label candidates are one run of
     that order, a stable sort keeping them in column order), so only the pairs themselves are
-    touched, not the whole (n, m) matrix; ``others`` is read at those pairs only.
+    touched, not the whole (n, m) matrix.
     """
     columns = candidate_labels.shape[0]
     order, start, counts = label_runs(labels, candidate_labels)
     total = int(counts.sum())
     rows = torch.repeat_interleave(torch.arange(len(labels), device=labels.device), counts, output_size=total)
     first = torch.cumsum(counts, dim=0) - counts
-    offsets = torch.arange(total, device=labels.device) - torch.repeat_interleave(first - start, counts, output_size=total)
-    pairs = rows * columns + order.index_select(0, offsets)
-    kept = others.reshape(-1).index_select(0, pairs)
-    return rows[kept], pairs[kept]
+    offsets = torch.arange(total, device=labels.device) + (start - first).index_select(0, rows)
+    return rows, rows * columns + order.index_select(0, offsets)
+
+
+def pairs_within(rows: Tensor, pairs: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
+    """The pairs (rows and flat indices, as :func:`label_pairs` gives them) where ``others`` (n, m) is true, in the same order;
+    ``others`` is read at those pairs only."""
+    kept = others.reshape(-1).index_select(0, pairs).nonzero().squeeze(1)
+    return rows.index_select(0, kept), pairs.index_select(0, kept)
+
+
+def same_label_pairs(labels: Tensor, candidate_labels: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
+    """The pairs ``(i, j)`` with ``labels[i] == candidate_labels[j]`` and ``others[i, j]``, in row-major order:
+    each pair's row and flat index ``i * m + j`` (:func:`label_pairs`, :func:`pairs_within`)."""
+    return pairs_within(*label_pairs(labels, candidate_labels), others)
 
 
 class PairBatch(ScoreBatch):
@@ -347,6 +405,10 @@ class NegativeWeights:
     """(n,) ``logsumexp`` of each row of ``log_weights`` where the sampler knows it without a pass over
     the matrix (uniform weights: the log of the support's size; rows already normalised: 0); None:
     the objective computes it."""
+    tilt: float | None = None
+    """``log_weights`` is ``tilt * logits`` on its support (exponential tilting, ``exp(beta s_ij)``), differentiable
+    through the logits alone, or detached: then ``nce`` takes its gradient in one step (:class:`TiltedLogMean`).
+    None: any other weights."""
 
 
 @dataclass(frozen=True)
@@ -406,9 +468,13 @@ def contrastive_objective(
         expected_cosine = (torch.softmax(log_weights, dim=1) * batch.cosine).sum(dim=1)
         terms = expected_cosine.index_select(0, anchors) - batch.cosine.reshape(-1).index_select(0, pairs)
     else:
-        log_normaliser = row_logsumexp(log_weights) if negatives.log_normaliser is None else negatives.log_normaliser
         positive_logits = batch.logits.reshape(-1).index_select(0, pairs)
-        log_mean = (row_logsumexp(log_weights + batch.logits) - log_normaliser).index_select(0, anchors)
+        if negatives.tilt is not None and negatives.log_normaliser is None:
+            log_mean = tilted_log_mean(log_weights, batch.logits, negatives.tilt)
+        else:
+            log_normaliser = row_logsumexp(log_weights) if negatives.log_normaliser is None else negatives.log_normaliser
+            log_mean = row_logsumexp(log_weights + batch.logits) - log_normaliser
+        log_mean = log_mean.index_select(0, anchors)
         if negatives.debiased:
             log_mean = debiased_log_mean(log_mean, positive_logits, tau_plus, floor=-1.0 / batch.temperature)
         terms = F.softplus(math.log(batch.num_negatives) + log_mean - positive_logits)

@@ -12,11 +12,13 @@ over the N = 2B - 2 negatives j of anchor i (N = 2B - 2 + K with a queue of K ke
 and the debiasing run over the batch's keys and the queue alike, as in HCL's MoCo-v2 runs of
 App. C.1). The weights are *not* detached by default: the official code backpropagates through
 them (H-SCL's code detaches them: ``detach_weights``). ``R_i = N E_q[exp(s_ij)]`` with
-q = w / sum(w), so the sampler only supplies ``log w = beta s`` and
+q = w / sum(w), so the sampler only supplies ``log w = beta s`` (:func:`tilted_weights`) and
 :func:`~hcl_cli.objectives.core.contrastive_objective` does the rest.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -24,11 +26,16 @@ from torch import Tensor
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
+Restrict = Callable[[Tensor, float], Tensor]
+"""``restrict(matrix, scale)``: ``scale * matrix`` on a sampler's support, ``-inf`` elsewhere, as a new tensor."""
 
-def tilted_log_weights(batch: ScoreBatch, uniform: Tensor, options: SamplerOptions) -> Tensor:
-    """``log w_ij = beta s_ij`` where ``uniform`` (the 0 / ``-inf`` log-weights of the support) is
-    0, ``-inf`` elsewhere: the exponential hardening function ``eta(s) = exp(beta s)`` of HCL,
-    also used by H-SCL(beta). Adding the support's log-weights keeps the backward pass free.
+
+def tilted_weights(
+    batch: ScoreBatch, restrict: Restrict, options: SamplerOptions, *, anchor_valid: Tensor | None = None, debiased: bool = False
+) -> NegativeWeights:
+    """Weights with ``log w_ij = beta s_ij`` on the support (``restrict``), ``-inf`` elsewhere: the exponential hardening function
+    ``eta(s) = exp(beta s)`` of HCL, also used by H-SCL(beta). It states its ``tilt`` (beta), so that
+    :func:`~hcl_cli.objectives.core.contrastive_objective` differentiates it in one step.
 
     ``detach_weights`` stops the gradient through the weights, as H-SCL's code does
     (``imp = imp.detach()``): the loss keeps its value, and its gradient treats q as a constant.
@@ -38,12 +45,13 @@ def tilted_log_weights(batch: ScoreBatch, uniform: Tensor, options: SamplerOptio
     over every (anchor, negative) pair of the batch (queue included), before the exponent. It changes only the
     weights; the ``exp(s_ij)`` terms of the loss keep the plain similarities. On nodes against
     graphs the scores are raw inner products and the scaling always applies (App. D.2;
-    :mod:`~hcl_cli.objectives.infograph`).
+    :mod:`~hcl_cli.objectives.infograph`). Its weights are not a fixed tilt of the scores (the maximum moves with them).
     """
     similarity = batch.logits.detach() if options.detach_weights else batch.logits
     if options.clip:
-        similarity = 2.0 * similarity / (similarity.abs() + uniform).amax()
-    return torch.add(uniform, similarity, alpha=options.beta)
+        similarity = 2.0 * similarity / restrict(similarity.abs(), 1.0).amax()
+    tilt = None if options.clip else options.beta
+    return NegativeWeights(restrict(similarity, options.beta), anchor_valid, debiased=debiased, tilt=tilt)
 
 
 def debiased(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
@@ -54,4 +62,4 @@ def debiased(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
 def hucl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """HCL's hard negatives: weights ``exp(beta s_ij)`` over all negatives, with tau+ debiasing."""
     uniform = batch.uniform
-    return NegativeWeights(tilted_log_weights(batch, uniform, options), debiased=True)
+    return tilted_weights(batch, lambda matrix, scale: torch.add(uniform, matrix, alpha=scale), options, debiased=True)

@@ -24,41 +24,52 @@ included (:mod:`~hcl_cli.objectives.infograph`).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, label_runs, uniform_on
-from hcl_cli.objectives.hcl import tilted_log_weights
+from hcl_cli.objectives.hcl import tilted_weights
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
-def different_label_support(batch: ScoreBatch) -> tuple[Tensor, Tensor, Tensor]:
-    """The (anchor, candidate) pairs of different labels, which anchors have any, and the log of each anchor's number of them.
+def different_label_support(batch: ScoreBatch) -> tuple[Callable[[Tensor], Tensor], Tensor, Tensor]:
+    """The support of the different-label candidates, as ``exclude`` (a new (n, m) matrix, returned with ``-inf`` off
+    the support), which anchors have any, and the log of each anchor's number of them.
 
-    Every anchor's label is among the candidates' (its own key or row; a node's own graph), so an anchor has no
-    different-label candidate exactly when all candidates share one label: validity is one flag
-    for the batch. Such a batch gets the unsupervised negatives (every image its own class) as
-    placeholder rows (every graph its own class for nodes): finite, and ignored by the objective.
+    ``exclude`` writes ``-inf`` at the batch's same-label pairs (self included; the pairs of the
+    positives, :attr:`~hcl_cli.objectives.core.ScoreBatch.same_label`, found once per batch), so
+    that only those pairs are touched, not the whole (n, m) matrix. Every anchor's label is among
+    the candidates' (its own key or row; a node's own graph), so an anchor has no different-label
+    candidate exactly when all candidates share one label: validity is one flag for the batch.
+    Such a batch keeps every candidate (0 is written instead of ``-inf``): finite placeholder rows,
+    ignored by the objective.
     """
     labels, candidates = batch.labelled, batch.candidate_labels
     has_negatives = (candidates != candidates[0]).any()
-    classes = torch.where(has_negatives, labels, batch.masks.anchor_images)
-    candidate_classes = torch.where(has_negatives, candidates, batch.masks.candidate_images)
-    sizes = len(candidate_classes) - label_runs(classes, candidate_classes)[2]
-    return classes[:, None] != candidate_classes[None, :], has_negatives.expand(len(labels)), sizes.to(batch.compute_dtype).log()
+    _, same = batch.same_label
+    fill = torch.where(has_negatives, -math.inf, 0.0).to(batch.compute_dtype)
+    sizes = len(candidates) - torch.where(has_negatives, label_runs(labels, candidates)[2], 0)
+
+    def exclude(matrix: Tensor) -> Tensor:
+        return matrix.view(-1).index_fill_(0, same, fill).view_as(matrix)
+
+    return exclude, has_negatives.expand(len(labels)), sizes.to(batch.compute_dtype).log()
 
 
 def hscl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """H-SCL(beta): different-label negatives weighted by ``exp(beta s_ij)`` (``clip`` and ``detach_weights`` as in HCL)."""
-    support, anchor_valid, _ = different_label_support(batch)
-    return NegativeWeights(tilted_log_weights(batch, uniform_on(support, batch.compute_dtype), options), anchor_valid)
+    exclude, anchor_valid, _ = different_label_support(batch)
+    return tilted_weights(batch, lambda matrix, scale: exclude(matrix * scale), options, anchor_valid=anchor_valid)
 
 
 def scl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """SCL: different-label negatives, uniformly weighted (H-SCL(beta) with beta = 0)."""
-    support, anchor_valid, log_sizes = different_label_support(batch)
-    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid, log_normaliser=log_sizes)
+    exclude, anchor_valid, log_sizes = different_label_support(batch)
+    return NegativeWeights(exclude(torch.zeros_like(batch.logits)), anchor_valid, log_normaliser=log_sizes)
 
 
 def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
@@ -67,11 +78,14 @@ def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeight
     The paper's threshold ``tau = exp(l / t)`` on ``exp(s_ij)`` is ``cos_ij >= l``; ``l`` is passed
     as ``threshold`` and follows Eq. (4) over training (:func:`~hcl_cli.objectives.threshold_at`).
     Fallback (our choice; the paper does not say): an anchor none of whose different-label samples
-    reaches the threshold uses all of them, i.e. SCL for that anchor, rather than being dropped.
+    reaches the threshold uses all of them, i.e. SCL for that anchor, rather than being dropped
+    (its threshold is lowered below every cosine).
     """
     if options.threshold is None:
         raise UsageError("the hscl-threshold sampler needs the current cosine threshold (threshold=...)")
-    support, anchor_valid, _ = different_label_support(batch)
-    hard = support & (batch.cosine >= options.threshold)
-    support = hard.where(hard.any(dim=1, keepdim=True), support)
-    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid)
+    exclude, anchor_valid, _ = different_label_support(batch)
+    cosine = exclude(batch.cosine.detach().clone())
+    reached = cosine.amax(dim=1, keepdim=True) >= options.threshold
+    support = cosine >= torch.where(reached, cosine.new_tensor(options.threshold), torch.finfo(cosine.dtype).min)
+    sizes = support.sum(dim=1, dtype=torch.int32)
+    return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid, log_normaliser=sizes.to(batch.compute_dtype).log())

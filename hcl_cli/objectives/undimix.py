@@ -87,13 +87,15 @@ def cross_view_logits(unit: Tensor, size: int) -> Tensor:
     return torch.cat([unit[:size] @ unit[size:].T, unit[size:] @ unit[:size].T])
 
 
-def pseudo_label_gradients(unit: Tensor, raw: Tensor) -> Tensor:
+def pseudo_label_gradients(unit: Tensor, raw: Tensor, logits: Tensor | None = None) -> Tensor:
     """(2B, P) ``delta_j = dl_j / dz_j``: the pseudo-labelling cross-entropy's gradient at each raw
-    projection ``raw`` of ``[z1; z2]`` (``unit`` its normalisation), among the rows of that batch."""
+    projection ``raw`` of ``[z1; z2]`` (``unit`` its normalisation), among the rows of that batch;
+    ``logits``: their :func:`cross_view_logits` where already computed."""
     size = len(unit) // 2
     unit = unit.detach()
-    logits = cross_view_logits(unit, size)
-    residual = torch.softmax(logits, dim=1) - F.one_hot(logits.argmax(dim=1), size).to(logits.dtype)
+    logits = cross_view_logits(unit, size) if logits is None else logits
+    residual = torch.softmax(logits, dim=1)
+    residual[torch.arange(len(residual), device=residual.device), logits.argmax(dim=1)] -= 1.0
     unit_gradient = torch.cat([residual[:size] @ unit[size:], residual[size:] @ unit[:size]])
     tangent = unit_gradient - (unit_gradient * unit).sum(dim=1, keepdim=True) * unit
     return tangent / raw.detach().norm(dim=1, keepdim=True)
@@ -153,9 +155,24 @@ def uncertainty_scores(batch: PairBatch, options: SamplerOptions) -> Tensor:
             raise UsageError("undimix with --undimix-uncertainty literal needs head_layer, the projection head's last linear layer")
         gradients = last_layer_gradients(batch, hidden, options.head_layer)
         return gradients @ gradients.T
+    if batch.momentum_keys is None:
+        size, cosine = batch.batch_size, batch.cosine.detach()
+        delta = pseudo_label_gradients(batch.z, batch.raw, torch.cat([cosine[:size, size:], cosine[size:, :size]]))
+        return symmetric_gram_product(delta, hidden)
     delta = pseudo_label_gradients(batch.z, batch.raw)
     candidate_delta, candidate_hidden = candidate_factors(batch, delta, hidden)
     return (delta @ candidate_delta.T) * (hidden @ candidate_hidden.T)
+
+
+def symmetric_gram_product(first: Tensor, second: Tensor) -> Tensor:
+    """(2B, 2B) ``(first first^T) * (second second^T)`` of the in-batch candidates: symmetric, so the top rows and the
+    bottom-right block are multiplied out and the bottom-left block is the top-right one transposed (3/4 of the products)."""
+    size = len(first) // 2
+    product = first.new_empty(len(first), len(first))
+    top = torch.mul(first[:size] @ first.T, second[:size] @ second.T, out=product[:size])
+    torch.mul(first[size:] @ first[size:].T, second[size:] @ second[size:].T, out=product[size:, size:])
+    product[size:, :size] = top[:, size:].T
+    return product
 
 
 def diversity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:
@@ -182,17 +199,18 @@ def anchor_view_diversity(batch: PairBatch) -> Tensor:
     the anchor's view whose images are neither i's nor j's (N = B + K/2 images per view).
 
     ``sum_{j' in view v} cos(c_j, c_j')`` is ``c_j`` against the sum of view v's candidates; taking away
-    the anchor's image (its key's cosine with ``c_j``) and the candidate's own image in view v leaves the N - 2.
+    the candidate's own image in view v (a (2, 2B + K) table by view) and the anchor's image (its key's
+    cosine with ``c_j``) leaves the N - 2: one pass over the matrix, each half of the anchors against its view's row.
     """
     candidates = batch.candidates
     views, twins = candidate_views(batch)
     view_sums = torch.stack([candidates[views == view].sum(dim=0) for view in (0, 1)])
-    totals = candidates @ view_sums.T
     own_image = (candidates[None, :, :] * candidates[twins]).sum(dim=2)
-    anchor_view = batch.masks.rows // batch.batch_size
+    count = max(batch.batch_size + batch.queue_size // 2 - 2, 1)
+    by_view = 1.0 - (view_sums @ candidates.T - own_image) / count
     rows_by_candidates = batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ candidates.T
-    others = totals.T[anchor_view] - rows_by_candidates - own_image[anchor_view]
-    return 1.0 - others / max(batch.batch_size + batch.queue_size // 2 - 2, 1)
+    halves = rows_by_candidates.view(2, batch.batch_size, -1)
+    return torch.add(by_view[:, None, :], halves, alpha=1.0 / count).view_as(rows_by_candidates)
 
 
 def both_views_diversity(batch: PairBatch) -> Tensor:
@@ -217,20 +235,30 @@ def both_views_diversity(batch: PairBatch) -> Tensor:
 
 
 def similarity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:
-    """(2B, 2B + K) ``s_ij``, the cosines (P1)."""
-    return batch.cosine.detach()
+    """(2B, 2B + K) ``s_ij``, the cosines (P1), as a new tensor (:func:`min_max_over_negatives` writes into it)."""
+    return batch.cosine.detach().clone()
 
 
 SCORES: tuple[Callable[[PairBatch, SamplerOptions], Tensor], ...] = (similarity_scores, uncertainty_scores, diversity_scores)
 """The three parts, in the order of ``undimix_weights``."""
 
 
-def min_max_over_negatives(scores: Tensor, negatives: Tensor) -> tuple[Tensor, Tensor]:
+def excluded_pairs(batch: PairBatch) -> tuple[Tensor, Tensor]:
+    """The (row, column) indices of the pairs that are no negatives: each anchor with itself and with its partner."""
+    rows = batch.masks.rows
+    return torch.cat([rows, rows]), torch.cat([rows, batch.masks.partner])
+
+
+def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
     """Per row, ``(scale, offset)`` (n, 1) with ``scores * scale + offset`` scaled to [0, 1] over the row's negatives
     (``(s - low) / (high - low)``); a constant row gets 0 and 0. Affine, so that :func:`importance` mixes the
-    parts in one pass each (``addcmul``) instead of normalising every part as a matrix first."""
-    low = torch.where(negatives, scores, math.inf).amin(dim=1, keepdim=True)
-    high = torch.where(negatives, scores, -math.inf).amax(dim=1, keepdim=True)
+    parts in one pass each (``addcmul``) instead of normalising every part as a matrix first.
+
+    The two non-negatives of each row (``excluded``) are set to ``+inf`` for the minimum and ``-inf`` for the
+    maximum, so only whole-row reductions run; ``scores`` is left with 0 there (:func:`importance` zeroes them)."""
+    low = scores.index_put_(excluded, scores.new_tensor(math.inf)).amin(dim=1, keepdim=True)
+    high = scores.index_put_(excluded, scores.new_tensor(-math.inf)).amax(dim=1, keepdim=True)
+    scores.index_put_(excluded, scores.new_tensor(0.0))
     span = high - low
     scale = torch.where(span > 0, 1.0 / span, 0.0)
     return scale, -low * scale
@@ -270,29 +298,37 @@ def mixing_weights(batch: PairBatch, options: SamplerOptions) -> Tensor:
 
 def importance(batch: PairBatch, options: SamplerOptions) -> Tensor:
     """(2B, 2B + K) ``w_ij`` of Eq. (5), in [0, 1]: the convex combination of the min-max normalised parts, 0 off the negatives."""
-    negatives = batch.masks.negatives
+    excluded = excluded_pairs(batch)
     mix = mixing_weights(batch, options)
     with torch.no_grad():
         parts = [
-            (k, scores, *min_max_over_negatives(scores, negatives))
+            (k, scores, *min_max_over_negatives(scores, excluded))
             for k, score in enumerate(SCORES)
             if options.undimix_weights[k] > 0
             for scores in (score(batch, options),)
         ]
-    offset = sum(mix[k] * part_offset for k, _, _, part_offset in parts)
     combined = None
     for k, scores, scale, _ in parts:
-        combined = torch.addcmul(offset, scores, mix[k] * scale) if combined is None else combined.addcmul_(scores, mix[k] * scale)
-    return combined.masked_fill(~negatives, 0.0)
+        combined = scores * (mix[k] * scale) if combined is None else combined.addcmul_(scores, mix[k] * scale)
+    combined.add_(sum(mix[k] * part_offset for k, _, _, part_offset in parts))
+    return combined.index_put_(excluded, combined.new_tensor(0.0))
 
 
 def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
     """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity.
 
-    Every row sums to M (the uniform fallback too), whatever the learned mixing weights: its ``log_normaliser`` is ``log M``."""
+    Every row sums to M (the uniform fallback too), whatever the learned mixing weights: its ``log_normaliser`` is ``log M``.
+    Learned weights take the logarithm of the positive weights only (``where`` on both sides: no NaN gradient at a
+    weight of 0); fixed ones in place, ``log 0 = -inf``."""
     combined = importance(batch, options)
     mean = combined.sum(dim=1, keepdim=True) / batch.num_negatives
-    positive = combined > 0
-    log_weights = torch.where(positive, torch.where(positive, combined, 1.0).log(), -math.inf) - torch.where(mean > 0, mean, 1.0).log()
-    uniform = batch.uniform
-    return NegativeWeights(torch.where(mean > 0, log_weights, uniform), log_normaliser=batch.uniform_log_normaliser)
+    weighted = mean > 0
+    log_mean = torch.where(weighted, mean, 1.0).log()
+    if combined.requires_grad:
+        positive = combined > 0
+        log_weights = torch.where(positive, combined, 1.0).log().sub_(log_mean)
+        log_weights = torch.where(positive | ~weighted, log_weights, -math.inf)
+    else:
+        log_weights = combined.clamp_(min=0.0).add_(~weighted).log_().sub_(log_mean)
+    log_weights.index_put_(excluded_pairs(batch), log_weights.new_tensor(-math.inf))
+    return NegativeWeights(log_weights, log_normaliser=batch.uniform_log_normaliser)
