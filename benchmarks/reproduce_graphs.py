@@ -17,7 +17,9 @@ embeddings equal those of ``hcl pretrain`` + ``hcl embed``.
 Runs are recorded one by one in ``WORK/runs.json``; a rerun skips the runs done (and refuses a
 method whose parameters changed), those of ``WORK/runs.json`` and those that the results file of the
 same ``--name`` holds for the same parameters (so a fresh clone resumes from the committed file). ``--time-budget SECONDS`` stops between runs once the budget is
-spent (exit 75; rerun the same command to continue). The order is seed-major, so a partial table
+spent (exit 75; rerun the same command to continue). ``--merge NAME ...`` also takes the runs of other
+names' results files: parts of one table run in parallel (``--name part_a --datasets mutag``, ``--name
+part_b --datasets ptc``), then joined by one more invocation with every dataset and method. The order is seed-major, so a partial table
 has every method on the same seeds; ot runs come last (``--methods`` order otherwise).
 
 Methods: ``ucl`` (UCL = InfoGraph), ``hucl`` (H-UCL = HCL), ``scl``, ``hscl`` (H-SCL(beta)),
@@ -337,6 +339,13 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch threads (1: on a loaded 2-core machine 2 threads made a MUTAG epoch 30x slower)"
     )
     parser.add_argument("--time-budget", type=float, default=0, metavar="SECONDS", help="stop between runs after this long (0: no limit)")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="also take the runs of results/reproduce_graph_NAME.json (parts of one table run by parallel processes, each with its own --name)",
+    )
     parser.add_argument("--table", action="store_true", help="print the README table of results/reproduce_graph_NAME.json and exit")
     args = parser.parse_args()
     if args.table:
@@ -357,10 +366,13 @@ def main() -> None:
                 raise SystemExit(f"{work} ran {key} with other parameters (see {recorded_path}): use another --name")
     save_json(recorded_path, recorded)
     done: dict[str, Any] = json.loads(runs_path.read_text()) if runs_path.is_file() else {}
-    result_path = common.RESULTS / f"reproduce_graph_{args.name}.json"
-    if result_path.is_file():
-        epochs = args.epochs or "the presets' (200)"
-        done = {**runs_in_results(json.loads(result_path.read_text()), methods, epochs), **done}
+    epochs = args.epochs or "the presets' (200)"
+    for name in [*args.merge, args.name]:
+        result_path = common.RESULTS / f"reproduce_graph_{name}.json"
+        if result_path.is_file():
+            done = {**runs_in_results(json.loads(result_path.read_text()), methods, epochs), **done}
+        elif name != args.name:
+            raise SystemExit(f"--merge {name}: no {result_path}")
     queue = [
         (dataset, name, seed)
         for phase in (False, True)

@@ -54,12 +54,12 @@ def test_methods_carry_both_tables_numbers_and_the_official_reading() -> None:
         method("mutag", "scl@official")
 
 
-def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> dict:
+def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str, name: str = "toy") -> dict:
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
-    argv = ["reproduce_graphs", "--name", "toy", "--work", str(tmp_path / "work"), "--tu-archive", str(tmp_path / "raw"), *args]
+    argv = ["reproduce_graphs", "--name", name, "--work", str(tmp_path / f"work_{name}"), "--tu-archive", str(tmp_path / "raw"), *args]
     monkeypatch.setattr(sys, "argv", argv)
     reproduce_graphs.main()
-    return json.loads((tmp_path / "results" / "reproduce_graph_toy.json").read_text())
+    return json.loads((tmp_path / "results" / f"reproduce_graph_{name}.json").read_text())
 
 
 def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_and_refuses_other_parameters(
@@ -74,7 +74,7 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_an
     assert rows["methods"]["scl"]["minus_ucl"]["seeds"] == [0, 1] and rows["methods"]["scl"]["complete"]
     assert rows["methods"]["scl"]["paper"] == {"H-SCL Table II": "86.9"} and second["complete"]
     assert [len(i["command"]) > 0 for i in second["invocations"]] == [True, True]
-    (tmp_path / "work" / "runs.json").unlink()  # a fresh clone: only the results file is left
+    (tmp_path / "work_toy" / "runs.json").unlink()  # a fresh clone: only the results file is left
     third = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "3", "--epochs", "1")
     resumed = third["datasets"]["MUTAG"]["methods"]["scl"]
     assert resumed["accuracies"][:2] == rows["methods"]["scl"]["accuracies"] and resumed["seeds"] == [0, 1, 2]
@@ -87,3 +87,24 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_an
     )
     with pytest.raises(SystemExit, match="other parameters"):
         invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "2", "--epochs", "2")
+
+
+def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    write_toy_tu(tmp_path / "raw", name="MUTAG")
+    smoke = ("--datasets", "mutag", "--repeats", "1", "--epochs", "1")
+    part_a = invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", name="part_a")
+    part_b = invoke(monkeypatch, tmp_path, *smoke, "--methods", "hscl", name="part_b")
+
+    def no_more_training(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a merged run was trained again")
+
+    monkeypatch.setattr(reproduce_graphs, "run_one", no_more_training)
+    merged = invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", "hscl", "--merge", "part_a", "part_b")
+    rows = merged["datasets"]["MUTAG"]["methods"]
+    assert rows["scl"]["accuracies"] == part_a["datasets"]["MUTAG"]["methods"]["scl"]["accuracies"]
+    assert rows["hscl"]["accuracies"] == part_b["datasets"]["MUTAG"]["methods"]["hscl"]["accuracies"]
+    assert rows["hscl"]["minus_ucl"]["seeds"] == [0] and merged["complete"]
+    with pytest.raises(SystemExit, match="--merge nope"):
+        invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", "--merge", "nope")
