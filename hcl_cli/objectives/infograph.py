@@ -166,7 +166,9 @@ OFFICIAL_CHUNK_ELEMENTS = 1 << 18
 """Score entries per row block of :func:`official_jsd_hard` (1 MiB of float32: the block stays in cache through its passes)."""
 
 
-def official_jsd_hard(local: Tensor, global_: Tensor, node_graph: Tensor, *, beta: float, detach_weights: bool = False) -> Tensor:
+def official_jsd_hard(
+    local: Tensor, global_: Tensor, node_graph: Tensor, *, beta: float, detach_weights: bool = False, counts: Tensor | None = None
+) -> Tensor:
     """``local_global_loss_(..., measure="JSD_hard", beta)`` of HCL's graph code, as it computes it.
 
     losses.py lines 20-33: ``res = l g^T``; ``E_pos`` is ``get_positive_expectation`` summed over
@@ -183,10 +185,30 @@ def official_jsd_hard(local: Tensor, global_: Tensor, node_graph: Tensor, *, bet
     The same values and gradients as autograd through those dense (n, G) expressions (up to
     rounding), computed by :class:`_OfficialJsdHard` in one pass over blocks of rows: the node's own
     graph is one index per row (no mask), and the gradient is written in the same pass.
+
+    ``counts`` (int64, one per row, >= 1): row i stands for ``counts[i]`` nodes of graph
+    ``node_graph[i]`` with the same local embedding (rows merged by
+    :func:`~hcl_cli.graph.step.merge_duplicate_nodes`): the loss of the batch of ``counts.sum()``
+    nodes, and row i's gradient the sum of its nodes'.
     """
-    loss = _OfficialJsdHard.apply(local, global_, node_graph, float(beta), bool(detach_weights))
+    loss = _OfficialJsdHard.apply(local, global_, node_graph, float(beta), bool(detach_weights), counts)
     assert isinstance(loss, Tensor)
     return loss
+
+
+def _log1p(x: Tensor, *, out: Tensor, scratch: Tensor) -> Tensor:
+    """``log1p(x)`` for ``x`` in [0, 1] into ``out`` (``scratch`` is overwritten).
+
+    float32: ``log(u) - ((u - 1) - x) / u`` with ``u = 1 + x`` (the rounding of u corrected to first
+    order; within 2 ulp of log1p, and x itself where u rounds to 1), four times faster than
+    ``torch.log1p``, whose float32 kernel is not vectorised (12.5 against 2.8 ns an entry, one thread).
+    float64 keeps ``torch.log1p``, which is vectorised.
+    """
+    if x.dtype != torch.float32:
+        return torch.log1p(x, out=out)
+    torch.add(x, 1.0, out=out)
+    torch.sub(out, 1.0, out=scratch).sub_(x).div_(out)
+    return out.log_().sub_(scratch)
 
 
 class _OfficialJsdHard(torch.autograd.Function):
@@ -200,33 +222,42 @@ class _OfficialJsdHard(torch.autograd.Function):
         d/dm               = K 2 beta / m^2 sum_ij w_ij (f_ij - A_i / G) q_ij   (to the entries |q| = m, as amax)
         d/ds_io            = -((1 + c) sigma(-s_io) - c) / n
 
-    (beta = 0: ``K sum_(j != o_i) f_ij - log 2 / (1 - tau+)``, gradient ``K sigma(s_ij)``).
+    (beta = 0: ``K sum_(j != o_i) f_ij - log 2 / (1 - tau+)``, gradient ``K sigma(s_ij)``). With
+    ``counts`` c_i, n is their sum and each row's terms count c_i times: the weights w carry c_i
+    (their row normalisation is c_i G instead of G), and so do the positive terms and beta 0's rows.
     """
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, local: Tensor, global_: Tensor, node_graph: Tensor, beta: float, detach_weights: bool
+        ctx: Any, local: Tensor, global_: Tensor, node_graph: Tensor, beta: float, detach_weights: bool, counts: Tensor | None
     ) -> Tensor:
-        nodes, graphs = local.shape[0], global_.shape[0]
+        rows, graphs = local.shape[0], global_.shape[0]
+        nodes = rows if counts is None else int(counts.sum())
+        weight = None if counts is None else counts.to(local.dtype)[:, None]
         tau = OFFICIAL_TAU_PLUS
         c = tau / (1.0 - tau)
         k = 1.0 / ((1.0 - tau) * nodes * (graphs - 1))
         need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         through_weights = beta != 0 and not detach_weights and need_grad
         local, global_ = local.detach(), global_.detach()
-        own = torch.arange(nodes, device=local.device) * graphs + node_graph
+        own = torch.arange(rows, device=local.device) * graphs + node_graph
         q = local @ global_.T
         positive = q.view(-1).index_select(0, own)
         q.view(-1).index_fill_(0, own, 0.0)
         zero = official_positive_expectation(positive.new_zeros(()), tau)  # each of the G - 1 other graphs' slots, zeroed
-        expected_positive = official_positive_expectation(positive, tau).mean() + (graphs - 1) * zero
+        positive_terms = official_positive_expectation(positive, tau)
+        if weight is not None:
+            positive_terms = positive_terms * weight[:, 0]
+        expected_positive = positive_terms.sum() / nodes + (graphs - 1) * zero
         # The gradient is accumulated as (d loss / d s) / k; global_k and the positive slots' values carry k back.
         positive_grad = -((1.0 + c) * torch.sigmoid(-positive) - c) / (nodes * k)
+        if weight is not None:
+            positive_grad *= weight[:, 0]
         global_k = global_ * k
         grad_local = torch.empty_like(local) if need_grad else None
         grad_global = torch.zeros_like(global_) if need_grad else None
         block = max(1, OFFICIAL_CHUNK_ELEMENTS // graphs)
-        starts = range(0, nodes, block)
+        starts = range(0, rows, block)
         factor = scale = largest = 0.0
         direct = False
         if beta != 0:
@@ -240,35 +271,36 @@ class _OfficialJsdHard(torch.autograd.Function):
         total = q.new_zeros(())
         grad_scale = q.new_zeros(())
         # Fresh (block, G) tensors would each be mapped and faulted in anew: the passes write into these.
-        rows = min(block, nodes)
-        f, e, w, grad = (q.new_empty(rows, graphs) for _ in range(4))
+        f, e, w, grad = (q.new_empty(min(block, rows), graphs) for _ in range(4))
         # exp is floored at e^floor, a normal number: an underflow to subnormals (the heads' scores
         # reach 1e4) costs ten times a normal exp, and changes the sums by less than 1e-30; in float32,
-        # log1p(exp(-|q|)) stops at |q| = 20 (the threshold of F.softplus, where it is within 2e-9 of 0):
-        # log1p of smaller numbers takes a slow path.
+        # log1p(exp(-|q|)) stops at |q| = 20 (the threshold of F.softplus, where it is within 2e-9 of 0).
         floor = math.log(torch.finfo(q.dtype).tiny) + 1.0
         limit = -floor if q.dtype == torch.float64 else SOFTPLUS_THRESHOLD
         for start in starts:
-            stop = min(start + block, nodes)
+            stop = min(start + block, rows)
             size = stop - start
             q_block = q[start:stop]
             own_block = own[start:stop] - start * graphs
             f_block, e_block, w_block, grad_block = f[:size], e[:size], w[:size], grad[:size]
+            weight_block = None if weight is None else weight[start:stop]
             # sp(q) = max(q, 0) + log1p(exp(-|q|)); sigma(q) = exp(q - sp(q)).
             torch.abs(q_block, out=e_block).clamp_(max=limit).neg_().exp_()
-            torch.log1p(e_block, out=f_block).add_(torch.clamp(q_block, min=0.0, out=e_block))
+            _log1p(e_block, out=f_block, scratch=grad_block).add_(torch.clamp(q_block, min=0.0, out=e_block))
             if need_grad:
                 torch.sub(q_block, f_block, out=grad_block).clamp_(min=floor).exp_()
             if beta == 0:
                 f_block.view(-1).index_fill_(0, own_block, 0.0)
-                total += f_block.sum()
+                total += f_block.sum() if weight_block is None else f_block.sum(dim=1).dot(weight_block[:, 0])
             else:
+                # w_ij = c_i G softmax_j: the row normalisation carries the row's count.
+                norm = graphs if weight_block is None else graphs * weight_block
                 torch.mul(q_block, factor, out=w_block)
                 if direct:
                     w_block.exp_()
-                    w_block.mul_(graphs / w_block.sum(dim=1, keepdim=True))
+                    w_block.mul_(norm / w_block.sum(dim=1, keepdim=True))
                 else:
-                    w_block.sub_(torch.logsumexp(w_block, dim=1, keepdim=True) - math.log(graphs)).exp_()
+                    w_block.sub_(torch.logsumexp(w_block, dim=1, keepdim=True) - torch.log(torch.as_tensor(norm, dtype=q.dtype))).exp_()
                 weighted = f_block.mul_(w_block)
                 row_sums = weighted.sum(dim=1, keepdim=True)
                 total += row_sums.sum()
@@ -277,9 +309,12 @@ class _OfficialJsdHard(torch.autograd.Function):
             if beta != 0:
                 grad_block.mul_(w_block)
                 if through_weights:
-                    tilt = weighted.addcmul_(w_block, row_sums, value=-1.0 / graphs)
+                    row_means = row_sums if weight_block is None else row_sums / weight_block  # A_i
+                    tilt = weighted.addcmul_(w_block, row_means, value=-1.0 / graphs)
                     grad_scale += torch.dot(tilt.view(-1), q_block.reshape(-1))
                     grad_block.add_(tilt, alpha=factor)
+            elif weight_block is not None:
+                grad_block.mul_(weight_block)
             grad_block.view(-1).index_copy_(0, own_block, positive_grad[start:stop])
             torch.mm(grad_block, global_k, out=grad_local[start:stop])
             grad_global.addmm_(grad_block.T, local[start:stop])
@@ -299,9 +334,10 @@ class _OfficialJsdHard(torch.autograd.Function):
                 for q_block in [q[start : start + block]]
             ]
             where = torch.cat(ties)
-            share = (-k * factor / scale) * grad_scale / len(where)
             i, j = where[:, 0], where[:, 1]
-            signed = share * torch.sign(q[i, j])[:, None]
+            tied = torch.ones_like(q[i, j]) if weight is None else weight[i, 0]  # the nodes each tied entry stands for
+            share = (-k * factor / scale) * grad_scale / tied.sum()
+            signed = (share * tied * torch.sign(q[i, j]))[:, None]
             grad_local.index_add_(0, i, signed * global_[j])
             grad_global.index_add_(0, j, signed * local[i])
         ctx.grads = (grad_local, grad_global)
@@ -311,7 +347,7 @@ class _OfficialJsdHard(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         grad_local, grad_global = ctx.grads
-        return grad_output * grad_local, grad_output * grad_global, None, None, None
+        return grad_output * grad_local, grad_output * grad_global, None, None, None, None
 
 
 @overload
@@ -388,26 +424,47 @@ def check_graph_sampler(sampler: str, options: SamplerOptions) -> None:
         raise UsageError("--graph-weights official has one positive per node, its own graph: use --positives partner")
 
 
+def reads_officially(sampler: str, options: SamplerOptions) -> bool:
+    """Whether ``sampler`` under ``options`` is the official ``JSD_hard`` (:func:`official_jsd_hard`)."""
+    return options.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS
+
+
 def node_graph_loss(
-    local: Tensor, global_: Tensor, node_graph: Tensor, graph_labels: Tensor | None, *, sampler: str, options: SamplerOptions
+    local: Tensor,
+    global_: Tensor,
+    node_graph: Tensor,
+    graph_labels: Tensor | None,
+    *,
+    sampler: str,
+    options: SamplerOptions,
+    counts: Tensor | None = None,
 ) -> tuple[Tensor, LossStats]:
     """:func:`local_global_loss` with its statistics, for inputs and options checked beforehand: it checks nothing.
 
     The graph training step's entry (:class:`~hcl_cli.graph.step.GraphTrainingStep`), as
     :func:`~hcl_cli.objectives.loss.sampler_loss` is the image step's: ``options`` are the stage's
     configuration, checked once (:func:`check_graph_sampler`) and resolved once per epoch.
+    ``counts``: the nodes each row of ``local`` stands for, read by the official reading only
+    (:func:`reads_officially`; :func:`official_jsd_hard`).
     """
     spec = SAMPLERS[sampler]
     label_positives = spec.label_positives(options)
-    official = options.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS
+    official = reads_officially(sampler, options)
+    if counts is not None and not official:
+        raise ValueError("merged node rows (counts) are read by the official reading only")
     with torch.autocast(device_type=local.device.type, enabled=False):
         if official:
             beta = options.beta if sampler == "hucl" else 0.0
             compute_dtype = torch.float64 if local.dtype == torch.float64 else torch.float32
             loss = official_jsd_hard(
-                local.to(compute_dtype), global_.to(compute_dtype), node_graph, beta=beta, detach_weights=options.detach_weights
+                local.to(compute_dtype),
+                global_.to(compute_dtype),
+                node_graph,
+                beta=beta,
+                detach_weights=options.detach_weights,
+                counts=counts,
             )
-            count = torch.tensor(local.shape[0], device=loss.device)
+            count = torch.tensor(local.shape[0] if counts is None else int(counts.sum()), device=loss.device)
             return loss, LossStats(terms=count, anchors_without_negatives=torch.zeros_like(count))
         batch = NodeGraphBatch(local, global_, node_graph, graph_labels if label_positives else None)
         negatives = spec.load()(batch, options.replaced({"clip": True}, {}))
