@@ -1,7 +1,9 @@
 """The loss's fast paths equal the plain computations they replace (values and gradients), never timing.
 
-``row_logsumexp`` against ``torch.logsumexp``; ``same_label_pairs`` against ``nonzero`` of the
-(n, m) mask; the samplers' known ``log_normaliser`` against the rows' ``logsumexp``; the
+``row_logsumexp`` against ``torch.logsumexp``; ``same_label_pairs`` and ``label_pairs`` against ``nonzero``
+of the (n, m) mask; the tilted weights' one-step gradient (``TiltedLogMean``) against autograd through
+the weights; H-SCL's supports and UnDiMix's parts against their plain (n, m) masks; the samplers'
+known ``log_normaliser`` against the rows' ``logsumexp``; the
 stabilised Sinkhorn against POT's log-domain Sinkhorn (same number of iterations) at tiny
 epsilon and on wide-range node-graph costs, with its marginals.
 """
@@ -15,10 +17,20 @@ import ot as pot
 import pytest
 import torch
 
-from hcl_cli.objectives.core import PairBatch, row_logsumexp, same_label_pairs
+from hcl_cli.objectives.core import (
+    NegativeWeights,
+    PairBatch,
+    contrastive_objective,
+    label_pairs,
+    row_logsumexp,
+    same_label_pairs,
+    tilted_log_mean,
+)
+from hcl_cli.objectives.hscl import hscl_threshold
 from hcl_cli.objectives.ot import StabilisedKernel, sinkhorn_log_coupling
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.objectives.undimix import importance, min_max_over_negatives, symmetric_gram_product, undimix
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -45,6 +57,103 @@ def test_same_label_pairs_equal_nonzero_of_the_mask() -> None:
     expected = torch.nonzero(((labels[:, None] == candidate_labels[None, :]) & others).view(-1)).squeeze(1)
     assert torch.equal(pairs, expected)
     assert torch.equal(rows, expected // 19)
+
+
+def test_label_pairs_equal_nonzero_of_the_equality() -> None:
+    generator = torch.Generator().manual_seed(11)
+    labels = torch.randint(0, 4, (12,), generator=generator)
+    candidate_labels = torch.cat([labels, torch.randint(0, 5, (7,), generator=generator)])
+    rows, pairs = label_pairs(labels, candidate_labels)
+    expected = torch.nonzero((labels[:, None] == candidate_labels[None, :]).view(-1)).squeeze(1)
+    assert torch.equal(pairs, expected) and torch.equal(rows, expected // 19)
+
+
+@pytest.mark.parametrize("through_weights", [True, False])
+def test_tilted_log_mean_is_autograd_through_the_weights(through_weights: bool) -> None:
+    """``lse(w + s) - lse(w)`` with ``w = tilt * s`` on a support: the same value, and the gradient of autograd through w."""
+    generator = torch.Generator().manual_seed(12)
+    logits = (3 * torch.randn(9, 11, generator=generator, dtype=torch.float64)).requires_grad_()
+    support = torch.rand(9, 11, generator=generator) < 0.7
+    support[:, 2] = True
+    similarity = logits if through_weights else logits.detach()
+    log_weights = (1.7 * similarity).masked_fill(~support, -math.inf)
+    weights = torch.randn(9, generator=generator, dtype=torch.float64)
+    fast = tilted_log_mean(log_weights, logits, 1.7)
+    plain = torch.logsumexp(log_weights + logits, dim=1) - torch.logsumexp(log_weights, dim=1)
+    torch.testing.assert_close(fast, plain)
+    torch.testing.assert_close(
+        torch.autograd.grad(fast, logits, weights, retain_graph=True)[0], torch.autograd.grad(plain, logits, weights)[0]
+    )
+
+
+@pytest.mark.parametrize("sampler", ["hucl", "hscl"])
+@pytest.mark.parametrize("options", [{}, {"detach_weights": True}, {"beta": 0.0}, {"clip": True}, {"objective": "bcl"}])
+@pytest.mark.parametrize("labels", [[0, 1, 2, 0, 1, 2, 0, 3], [1] * 8])
+def test_tilted_weights_take_the_plain_objectives_value_and_gradient(sampler: str, options: dict, labels: list[int]) -> None:
+    """hucl and hscl state their tilt; the objective gives what it gives the same weights without it (one label: placeholders)."""
+    if options.get("clip") and len(set(labels)) == 1:
+        pytest.skip("clip in a batch of one label has a NaN gradient through max |s| on either path")
+    generator = torch.Generator().manual_seed(13)
+    z1, z2 = (torch.randn(8, 5, generator=generator, dtype=torch.float64).requires_grad_() for _ in range(2))
+    spec = lookup(sampler)
+    resolved = SamplerOptions.resolve(spec, options)
+    label_positives = spec.label_positives(resolved)
+    batch = PairBatch(z1, z2, torch.tensor(labels) if label_positives else None, resolved.temperature)
+    negatives = spec.load()(batch, resolved)
+    assert (negatives.tilt is None) == bool(options.get("clip"))
+    plain = NegativeWeights(negatives.log_weights, negatives.anchor_valid, negatives.debiased)
+    kwargs = {"label_positives": label_positives, "tau_plus": resolved.tau_plus, "objective": resolved.objective}
+    fast_loss, plain_loss = contrastive_objective(batch, negatives, **kwargs)[0], contrastive_objective(batch, plain, **kwargs)[0]
+    torch.testing.assert_close(fast_loss, plain_loss)
+    for fast, slow in zip(torch.autograd.grad(fast_loss, (z1, z2), retain_graph=True), torch.autograd.grad(plain_loss, (z1, z2))):
+        torch.testing.assert_close(fast, slow)
+
+
+@pytest.mark.parametrize("threshold", [-1.0, 0.0, 0.3, 1.0])
+def test_hscl_threshold_support_is_the_plain_mask(threshold: float) -> None:
+    """Different labels with cosine >= l, all different labels where none reaches l, uniform over them (its log_normaliser)."""
+    generator = torch.Generator().manual_seed(14)
+    z1, z2 = (torch.randn(10, 4, generator=generator, dtype=torch.float64) for _ in range(2))
+    labels = torch.randint(0, 3, (10,), generator=generator)
+    batch = PairBatch(z1, z2, labels, 0.5)
+    negatives = hscl_threshold(batch, SamplerOptions.resolve(lookup("hscl-threshold"), {"threshold": threshold}))
+    different = batch.labels[:, None] != batch.labels[None, :]
+    hard = different & (batch.cosine >= threshold)
+    support = torch.where(hard.any(dim=1, keepdim=True), hard, different)
+    assert torch.equal(negatives.log_weights == 0, support) and torch.equal(negatives.log_weights == -math.inf, ~support)
+    torch.testing.assert_close(negatives.log_normaliser, torch.logsumexp(negatives.log_weights, dim=1))
+
+
+def test_undimix_parts_equal_their_plain_masked_forms() -> None:
+    """The symmetric Gram product, the min-max over the negatives, and the in-place log of fixed weights equal the
+    plain (n, m) computations (the learned weights' guarded log at the same mixing weights)."""
+    generator = torch.Generator().manual_seed(15)
+    first, second = (
+        torch.randn(12, 3, generator=generator, dtype=torch.float64),
+        torch.randn(12, 7, generator=generator, dtype=torch.float64),
+    )
+    torch.testing.assert_close(symmetric_gram_product(first, second), (first @ first.T) * (second @ second.T))
+    z1, z2, h1, h2 = (torch.randn(6, 4, generator=generator, dtype=torch.float64) for _ in range(4))
+    batch = PairBatch(z1, z2, None, 0.5)
+    scores, negatives = torch.randn(12, 12, generator=generator, dtype=torch.float64), batch.masks.negatives
+    low = torch.where(negatives, scores, math.inf).amin(dim=1, keepdim=True)
+    high = torch.where(negatives, scores, -math.inf).amax(dim=1, keepdim=True)
+    scale, offset = min_max_over_negatives(scores.clone(), (torch.arange(12).repeat(2), torch.cat([torch.arange(12), batch.masks.partner])))
+    torch.testing.assert_close(scale, 1 / (high - low))
+    torch.testing.assert_close(offset, -low / (high - low))
+    spec = lookup("undimix")
+    fixed = SamplerOptions.resolve(spec, {"head_inputs": (h1, h2), "undimix_weights": "1,0,1"})
+    learned = SamplerOptions.resolve(
+        spec,
+        {
+            "head_inputs": (h1, h2),
+            "undimix_weights": "1,0,1",
+            "undimix_learned": True,
+            "undimix_attention": torch.zeros(3, requires_grad=True),
+        },
+    )
+    torch.testing.assert_close(undimix(batch, fixed).log_weights, undimix(batch, learned).log_weights.detach())
+    assert (importance(batch, fixed)[~negatives] == 0).all()
 
 
 @pytest.mark.parametrize("sampler", [name for name in SAMPLERS if name not in ("hucl", "hscl", "hscl-threshold")])
