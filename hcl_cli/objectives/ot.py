@@ -39,6 +39,7 @@ import math
 from collections.abc import Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
@@ -92,13 +93,12 @@ def exp_flushed(exponent: Tensor) -> Tensor:
 
     The CPU's vectorised exp takes a slow path for every lane whose result underflows (8-30x slower
     per element than a normal result), and at small epsilon almost every kernel entry underflows:
-    the exponents are clamped at the smallest one whose exp is normal, so every lane stays on the
-    fast path, and the entries clamped are set to zero. With subnormals flushed this is
-    ``torch.exp`` as every later operation reads it (a subnormal result reads as zero); without,
-    it drops the subnormal results, which :class:`StabilisedKernel`'s bound already counts as lost.
+    the exponents whose exp is below ``tiny`` are set to ``-inf`` first (exp's fast path gives it
+    zero), in one thresholding pass. With subnormals flushed this is ``torch.exp`` as every later
+    operation reads it (a subnormal result reads as zero); without, it drops the subnormal results,
+    which :class:`StabilisedKernel`'s bound already counts as lost. NaN stays NaN.
     """
-    floor = _LOG_TINY[exponent.dtype]
-    return exponent.clamp(min=floor).exp_().masked_fill_(exponent < floor, 0.0)
+    return F.threshold(exponent, _UNDERFLOWING_EXPONENT[exponent.dtype], -math.inf).exp_()
 
 
 def logsumexp_flushed(values: Tensor, dim: int) -> Tensor:
@@ -108,16 +108,16 @@ def logsumexp_flushed(values: Tensor, dim: int) -> Tensor:
     return exp_flushed(values - largest).sum(dim=dim).log_().add_(largest.squeeze(dim))
 
 
-def _smallest_normal_exponent(dtype: torch.dtype) -> float:
-    """The smallest x of ``dtype`` whose exp is at least the dtype's ``tiny`` (a normal number)."""
+def _largest_underflowing_exponent(dtype: torch.dtype) -> float:
+    """The largest x of ``dtype`` whose exp is below the dtype's ``tiny`` (subnormal or zero)."""
     tiny = torch.finfo(dtype).tiny
-    floor = torch.tensor(math.log(tiny), dtype=dtype)
-    while torch.exp(floor) < tiny:
-        floor = torch.nextafter(floor, torch.tensor(0.0, dtype=dtype))
-    return float(floor)
+    exponent = torch.tensor(math.log(tiny), dtype=dtype)
+    while torch.exp(exponent) < tiny:
+        exponent = torch.nextafter(exponent, torch.tensor(0.0, dtype=dtype))
+    return float(torch.nextafter(exponent, torch.tensor(-math.inf, dtype=dtype)))
 
 
-_LOG_TINY = {dtype: _smallest_normal_exponent(dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+_UNDERFLOWING_EXPONENT = {dtype: _largest_underflowing_exponent(dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
 def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
@@ -128,7 +128,7 @@ def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
     for _ in range(iterations):
         kernel.update_columns()
         updated = kernel.update_rows()
-        change = (updated - row_potential).abs().max()
+        change = torch.linalg.vector_norm(updated - row_potential, math.inf)
         row_potential = updated
         if change < tolerance:
             break
@@ -170,7 +170,7 @@ class StabilisedKernel:
     def update_columns(self) -> None:
         """``v = b / (K^T u)``; by ``logsumexp``, absorbed, where that leaves the bound."""
         log_v = self.log_column_marginal - torch.log(self.u @ self.kernel)
-        if not bool(log_v.abs().max() <= self.bound):
+        if not bool(torch.linalg.vector_norm(log_v, math.inf) <= self.bound):
             self.f = self.f + self.u.log()
             self.g = self.log_column_marginal - logsumexp_flushed(self.log_kernel + self.f[:, None], dim=0)
             self.rebuild()
@@ -180,7 +180,7 @@ class StabilisedKernel:
     def update_rows(self) -> Tensor:
         """``u = a / (K v)``; by ``logsumexp``, absorbed, where that leaves the bound. Returns the row potentials ``f + log u``."""
         log_u = self.log_row_marginal - torch.log(self.kernel @ self.v)
-        if not bool(log_u.abs().max() <= self.bound):
+        if not bool(torch.linalg.vector_norm(log_u, math.inf) <= self.bound):
             self.g = self.g + self.v.log()
             self.f = self.log_row_marginal - logsumexp_flushed(self.log_kernel + self.g[None, :], dim=1)
             self.rebuild()
