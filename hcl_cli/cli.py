@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -33,7 +33,7 @@ from hcl_cli.config.report import ReportConfig
 from hcl_cli.errors import HclError
 from hcl_cli.option import Option, option_name, parse_bool
 from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
-from hcl_cli.training.signals import Interrupted, interrupt_policy
+from hcl_cli.training.signals import Interrupted, exit_with, interrupt_policy
 from hcl_cli.versions import check_torch_pair
 
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
             _fail(prog, f"cannot write to standard output: {exc.strerror}", 1, debug)
         _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if _out_of_memory(exc):
+            _fail(prog, f"out of memory: {_first_line(exc)} (the input or the options ask for more than this machine has)", 1, debug)
         _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
     try:
         write_stdout("")  # what a stage printed and is still buffered
@@ -238,13 +240,22 @@ def write_stdout(text: str) -> None:
         raise HclError(f"cannot write to standard output: {exc.strerror or exc}") from None
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed (Python's MemoryError, torch's out-of-memory on any device): a failure of
+    the run's size, exit 1, not an internal error."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def _drop_stdout() -> None:
     """Send standard output to the null device, so that what it could not write is not tried again at exit."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _fail(prog: str, message: str, code: int, debug: bool) -> None:
+def _fail(prog: str, message: str, code: int, debug: bool) -> NoReturn:
     if debug:
         traceback.print_exc()
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    sys.exit(code)
+    exit_with(prog, message, code)

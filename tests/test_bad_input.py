@@ -126,6 +126,30 @@ CASES = [
         USAGE,
         "--batch-size",
     ),
+    # An option of the other modality, set away from its default, would be silently ignored: refused, from either source.
+    Case(
+        "graph option on images",
+        ["pretrain", "--data", "{run}/prepared", "--gin-layers", "5", "--out", "{run}/out/models", "--live-dir", "{run}/out/live"],
+        USAGE,
+        "--gin-layers (pretrain.gin_layers) 5 is for graphs and does nothing on {run}/prepared's images",
+    ),
+    Case(
+        "graph reading on images from params.yaml",
+        [
+            "pretrain",
+            "--params",
+            "{run}/graph-params.yaml",
+            "--data",
+            "{run}/prepared",
+            "--out",
+            "{run}/out/models",
+            "--live-dir",
+            "{run}/out/live",
+        ],
+        USAGE,
+        "--graph-weights (pretrain.graph_weights) official is for graphs",
+        write_bytes("graph-params.yaml", b"pretrain:\n  graph_weights: official\n"),
+    ),
     Case(
         "malformed params.yaml",
         ["knn-eval", "--params", "params.yaml", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/out/knn.json"],

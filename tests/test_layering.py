@@ -21,6 +21,7 @@ LIGHT = (
     "hcl_cli.option",
     "hcl_cli.params",
     "hcl_cli.errors",
+    "hcl_cli.interrupts",
     "hcl_cli.objectives.registry",
     "hcl_cli.objectives.schedules",
     "hcl_cli.objectives.sampler_options",

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 import torch
@@ -250,20 +254,154 @@ def test_a_fifo_where_a_file_is_expected_is_refused_at_once(tmp_path: Path) -> N
     assert embeddings.returncode == 1 and "internal error" not in embeddings.stderr, embeddings.stderr
 
 
+HOOKED_HCL = """
+import atexit, contextlib, sys, threading
+hooks = set(sys.argv[1].split(","))
+released = threading.Semaphore(0)
+threading.Thread(target=lambda: [released.release() for _ in sys.stdin], daemon=True).start()
+
+def hook(name):
+    # say NAME on stdout, then wait for a line on stdin (polling, so that a signal's handler runs meanwhile)
+    print("HOOK", name, flush=True)
+    while not released.acquire(timeout=0.01):
+        pass
+
+import hcl_cli.artifacts.tensors as tensors
+import hcl_cli.training.loop as loop
+import hcl_cli.training.signals as signals
+if "first" in hooks:  # inside the first step of training (before it ends)
+    add = loop.EpochTotals.add
+    def first_add(self, result, add=add):
+        if not getattr(loop, "_hooked", False):
+            loop._hooked = True
+            hook("first")
+        return add(self, result)
+    loop.EpochTotals.add = first_add
+if "step" in hooks:  # after each step
+    step_done = loop.RunClock.step_done
+    loop.RunClock.step_done = lambda self, *args: (hook("step"), step_done(self, *args))[1]
+if "save" in hooks:  # a checkpoint's sidecar, after its tensor file is in place
+    write_json = tensors.write_json
+    tensors.write_json = lambda path, obj: (hook("save") if "checkpoints" in str(path) else None, write_json(path, obj))[1]
+if "exit" in hooks:  # an exit handler registered once the command runs, as torch's are
+    policy = signals.interrupt_policy
+    @contextlib.contextmanager
+    def hooked_policy(prog):
+        with policy(prog):
+            atexit.register(hook, "exit")
+            yield
+    signals.interrupt_policy = hooked_policy
+from hcl_cli.cli import main
+main(sys.argv[2:])
+"""
+
+
+@dataclass
+class Hooked:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if "error:" in line]
+
+
+def run_hooked(plan: list[tuple[str, int, bool]], *args: str, cwd: Path) -> Hooked:
+    """Run ``hcl ARGS`` with the hooks that ``plan`` names; at the hooks in turn that ``plan`` lists (``(name, signals, held)``),
+    send that many SIGINTs and then let the process go on. Event-driven: a hook waits for its answer, and after each signal
+    that is not held (its hook is not inside a write) the test waits until the process has said something on stderr or ended."""
+    hooks = ",".join(sorted({name for name, _, _ in plan}))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOOKED_HCL, hooks, *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    stderr: list[str] = []
+    said = threading.Event()
+
+    def pump(stream: IO[str]) -> None:
+        for line in stream:
+            stderr.append(line)
+            said.set()
+        said.set()
+
+    reader = threading.Thread(target=pump, args=(process.stderr,), daemon=True)
+    reader.start()
+    stdout, pending = [], list(plan)
+    for line in process.stdout:
+        stdout.append(line)
+        if not line.startswith("HOOK "):
+            continue
+        if pending and pending[0][0] == line.split()[1]:
+            _, signals, held = pending.pop(0)
+            for _ in range(signals):
+                said.clear()
+                process.send_signal(signal.SIGINT)
+                if not held:
+                    assert said.wait(120), "no answer to SIGINT in 120 s"
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write("go\n")
+            process.stdin.flush()
+    process.wait(120)
+    reader.join(120)
+    assert not pending, f"hooks never reached: {pending}; stderr: {''.join(stderr)}"
+    return Hooked(process.returncode, "".join(stdout), "".join(stderr))
+
+
 def test_ctrl_c_while_the_process_shuts_down_is_one_line_and_exit_130(tmp_path: Path) -> None:
     """A Ctrl-C after the run's last line (exit handlers still running) prints no traceback."""
-    code = (
-        "import atexit, time\natexit.register(lambda: (print('exiting', flush=True), time.sleep(30)))\n"
-        "from hcl_cli.cli import main\nmain(['params'])\n"
-    )
-    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    while process.stdout.readline().strip() != "exiting":  # main printed the params and returned
-        pass
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
-    assert stderr.strip() == "hcl params: error: interrupted"
+    result = run_hooked([("exit", 1, False)], "params", cwd=tmp_path)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "hcl params: error: interrupted"
+
+
+def assert_checkpoints_whole(folder: Path) -> None:
+    """No temporary file; every checkpoint has its sidecar, bound to it by sha256; latest.json, when there, names one."""
+    names = sorted(os.listdir(folder)) if folder.exists() else []
+    assert not [name for name in names if name.startswith(".")], names
+    tensors = [name for name in names if name.endswith(".safetensors")]
+    for name in tensors:
+        load_artifact(folder / name, "checkpoint", {})
+    if (folder / POINTER_FILE).exists():
+        assert read_json(folder / POINTER_FILE)["checkpoint"] in tensors
+
+
+TWICE = {
+    # a second Ctrl-C while the checkpoint the first one asked for is being written: the save ends whole, then one line
+    "during the checkpoint save": ([("step", 1, False), ("save", 1, True), ("exit", 0, False)], "interrupted"),
+    # a second Ctrl-C while the process exits after the stop's line: nothing more is printed
+    "during the exit": ([("step", 1, False), ("exit", 1, False)], "stopped by SIGINT (in epoch 1"),
+    # the first Ctrl-C in the first step stops at once; a second one while the process exits
+    "in the first step, then during the exit": ([("first", 1, False), ("exit", 1, False)], "stopped by SIGINT during the first step"),
+    # a second Ctrl-C before the save the first one asked for: at once, nothing saved
+    "before the save": ([("step", 2, False)], "interrupted"),
+    # both during a save, then one more while the process exits (two signals that come before either is handled arrive
+    # as one, which stops the run with a checkpoint: either line is right)
+    "both during a save": ([("save", 2, True), ("exit", 1, False)], ""),
+}
+
+
+@pytest.mark.parametrize("moment", list(TWICE))
+def test_ctrl_c_twice_during_pretrain_is_one_line_exit_130_and_whole_files(
+    prepared_digits: Callable[[float], Path], tmp_path: Path, moment: str
+) -> None:
+    """However the two Ctrl-Cs fall, pretrain exits 130 with exactly one error line, no traceback, and whole checkpoints."""
+    plan, line = TWICE[moment]
+    data = str(prepared_digits(0.95))
+    args = ("pretrain", "--data", data, "--arch", "small_cnn", "--batch-size", "16", "--epochs", "3", "--device", "cpu")
+    result = run_hooked(plan, *args, "--out", "m", "--live-dir", "live", cwd=tmp_path)
+    assert result.returncode == 130, result.stderr
+    assert len(result.error_lines) == 1 and line in result.error_lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert_checkpoints_whole(tmp_path / "m" / "checkpoints")
+    assert not [name for name in os.listdir(tmp_path / "live") if name.startswith(".")]
 
 
 def test_a_second_ctrl_c_exits_at_once_with_one_line(tmp_path: Path) -> None:
@@ -309,3 +447,86 @@ def test_a_fifo_in_place_of_a_training_log_is_refused_by_the_report(tmp_path: Pa
     os.mkfifo(tmp_path / "loss.tsv")
     with pytest.raises(HclError, match="loss.tsv is not a regular file"):
         training_figures(tmp_path)
+
+
+def test_report_reads_the_curves_whether_plots_is_the_dvclive_folder_or_pretrains_live_dir(tmp_path: Path) -> None:
+    """``--plots dvclive/pretrain`` (pretrain's --live-dir) is read, not silently found empty (nor a FIFO in it skipped)."""
+    from hcl_cli.report.figures import pretrain_logs, training_figures
+
+    TrainingLog(tmp_path / "dvclive" / "pretrain").write([{"epoch": 0, "loss": 1.0}, {"epoch": 1, "loss": 0.5}])
+    for plots in (tmp_path / "dvclive", tmp_path / "dvclive" / "pretrain"):
+        assert pretrain_logs(plots) == tmp_path / "dvclive" / "pretrain" / PLOTS_FOLDER
+        assert len(training_figures(pretrain_logs(plots))) == 1
+    loss = tmp_path / "dvclive" / "pretrain" / PLOTS_FOLDER / "loss.tsv"
+    loss.unlink()
+    os.mkfifo(loss)
+    with pytest.raises(HclError, match="loss.tsv is not a regular file"):
+        training_figures(pretrain_logs(tmp_path / "dvclive" / "pretrain"))
+
+
+def test_report_refuses_an_input_of_the_wrong_kind_rather_than_leaving_it_out(tmp_path: Path) -> None:
+    from hcl_cli.stages.report import check_kind
+
+    os.mkfifo(tmp_path / "encoder.safetensors")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(HclError, match=r"--model .*encoder.safetensors is not a regular file"):
+        check_kind("--model", tmp_path / "encoder.safetensors", folder=False)
+    with pytest.raises(HclError, match=r"--embeddings .* is not a regular file"):
+        check_kind("--embeddings", tmp_path, folder=False)
+    with pytest.raises(HclError, match=r"--data .*file is not a folder"):
+        check_kind("--data", tmp_path / "file", folder=True)
+    check_kind("--model", tmp_path / "missing.safetensors", folder=False)  # absent: the report goes without it
+
+
+def test_image_options_on_graphs_are_refused_not_ignored() -> None:
+    from hcl_cli.config.pretrain import PretrainConfig
+    from hcl_cli.stages.pretrain import check_options_apply
+
+    with pytest.raises(UsageError, match=r"--blur \(pretrain.blur\) true is for images and does nothing on g's graphs"):
+        check_options_apply(PretrainConfig(blur=True, data="g"), "graph")
+    with pytest.raises(UsageError, match=r"--projection-dim \(pretrain.projection_dim\) 64 is for images"):
+        check_options_apply(PretrainConfig(projection_dim=64, data="g"), "graph")
+    check_options_apply(PretrainConfig(gin_layers=5, data="g"), "graph")
+    check_options_apply(PretrainConfig(blur=True, data="d"), "image")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        MemoryError(),
+        RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1e11 bytes"),
+    ],
+)
+def test_an_allocation_too_large_is_a_one_line_failure_not_an_internal_error(
+    error: Exception, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hcl_cli import cli
+    from hcl_cli.config.prepare import PrepareConfig
+
+    def allocate(config: PrepareConfig) -> None:
+        raise error
+
+    monkeypatch.setitem(cli.STAGE_RUNNERS, PrepareConfig, allocate)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["prepare", "--out", "p"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and err.count("\n") == 1, err
+    assert err.startswith("hcl prepare: error: out of memory") and "internal error" not in err
+
+
+def test_a_tu_node_label_of_two_billion_is_a_one_line_failure(tmp_path: Path) -> None:
+    """One-hot node labels of a TU file with a huge label ask for ~128 GB: exit 1 with one line, never an internal error."""
+    folder = tmp_path / "tu"
+    folder.mkdir()
+    files = {
+        "A": "1, 2\n2, 1\n3, 4\n4, 3\n",
+        "graph_indicator": "1\n1\n2\n2\n",
+        "graph_labels": "1\n2\n",
+        "node_labels": "0\n1\n0\n2000000000\n",
+    }
+    for kind, text in files.items():
+        (folder / f"TOY_{kind}.txt").write_text(text)
+    result = hcl("prepare", "--dataset", "tu", "--path", str(folder), "--name", "TOY", "--out", "p", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "internal error" not in result.stderr, result.stderr
+    assert not (tmp_path / "p").exists()

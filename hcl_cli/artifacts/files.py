@@ -5,6 +5,10 @@ short whatever the target's name, recognisably hcl's, and tied to their target a
 so the next write of a target removes those a killed process left behind (:func:`stale_siblings`).
 JSON is written through :func:`write_json` and read back through :func:`read_json`, which turns a
 missing or corrupt file into a one-line :class:`~hcl_cli.errors.HclError`.
+
+A write, and a set of files written together (a tensor file and its sidecar, a checkpoint and its
+pointer, a report and its figures), runs :func:`~hcl_cli.interrupts.uninterrupted`: a Ctrl-C or SIGTERM that comes
+during it waits for its end, so a signal never leaves half of a set (or a temporary file) behind.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hcl_cli.errors import HclError
+from hcl_cli.interrupts import uninterrupted
 
 NAME_HINT_BYTES = 24
 NAME_DIGEST_CHARS = 8
@@ -86,6 +91,11 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     is left as it was.
     """
     target = Path(path)
+    with uninterrupted():
+        yield from _atomic_path(target)
+
+
+def _atomic_path(target: Path) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         for stale in stale_siblings(target):

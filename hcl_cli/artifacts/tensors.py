@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 from hcl_cli.artifacts.checks import first_line, is_integer
 from hcl_cli.artifacts.files import atomic_path, read_json, write_json
 from hcl_cli.errors import HclError
+from hcl_cli.interrupts import uninterrupted
 
 SCHEMA_VERSION = 1
 
@@ -55,6 +56,11 @@ def save_artifact(
     byte, refuses the pair rather than reading stale or damaged data as valid.
     """
     contiguous = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
+    with uninterrupted():
+        _save_pair(path, contiguous, kind, meta)
+
+
+def _save_pair(path: str | os.PathLike[str], contiguous: Mapping[str, torch.Tensor], kind: str, meta: Mapping[str, Any] | None) -> None:
     with atomic_path(path) as tmp:
         save_file(contiguous, str(tmp))
         with open(tmp, "rb") as handle:

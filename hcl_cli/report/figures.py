@@ -79,6 +79,13 @@ def logged(path: Path) -> bool:
     return path.is_file()
 
 
+def pretrain_logs(plots: Path) -> Path:
+    """Where pretrain's curves lie under ``--plots``: ``PLOTS/pretrain/plots/metrics`` when ``--plots`` is the dvclive folder
+    (the default), ``PLOTS/plots/metrics`` when it names pretrain's ``--live-dir`` itself."""
+    nested, direct = plots / PRETRAIN_METRICS, plots / PRETRAIN_METRICS.relative_to("pretrain")
+    return direct if not nested.exists() and direct.exists() else nested
+
+
 def epoch_series(path: Path) -> Series:
     """A dvclive log with its steps (0-based epochs, as pretrain logs them) as epochs 1, 2, ..."""
     steps, values = read_dvclive_series(path)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hcl_cli.artifacts import stale_siblings, temp_sibling
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.interrupts import uninterrupted
 from hcl_cli.locking import locked_folder
 
 FIGURES_FOLDER = "figures"
@@ -84,15 +85,16 @@ def publish(out: Path, markdown: str, drawings: Mapping[str, Callable[[Path], No
             shutil.rmtree(stale, ignore_errors=True)
     staging = temp_sibling(out, STAGING_TAG)
     try:
-        staging.mkdir()
-    except OSError as exc:
-        raise HclError(f"cannot write {out}: {exc.strerror or exc}") from exc
-    try:
+        try:
+            staging.mkdir()
+        except OSError as exc:
+            raise HclError(f"cannot write {out}: {exc.strerror or exc}") from exc
         figures = out.parent / FIGURES_FOLDER
         for name, draw in drawings.items():
             _stage(figures / name, staging / FIGURES_FOLDER / name, draw)
         _stage(out, staging / out.name, lambda path: path.write_text(markdown, encoding="utf-8"))
-        _swap(staging, out)
+        with uninterrupted():  # a Ctrl-C waits for the swap: never new figures beside the old markdown
+            _swap(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

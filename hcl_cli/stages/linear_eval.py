@@ -81,7 +81,7 @@ def svm_metrics(config: LinearConfig) -> None:
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, details))
     print(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {result.mean:.4f} +- {result.std:.4f} over "
-        f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} graphs ({config.feature} features)"
+        f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} samples ({config.feature} features)"
     )
 
 

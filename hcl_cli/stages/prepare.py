@@ -36,6 +36,7 @@ from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, DatasetCard, SourceD
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.data import prepare_tu
 from hcl_cli.graph.prepared import FOLDER_FILES, write_prepared_graphs
+from hcl_cli.interrupts import uninterrupted
 
 STATISTICS_CHUNK = 4096
 
@@ -145,17 +146,18 @@ def _staging_folder(out: Path, files: list[str]) -> Iterator[Path]:
     aside) are removed first, each only of the files hcl wrote in it.
     """
     _remove_leftovers(out)
+    staging = temp_sibling(out, "staging")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = temp_sibling(out, "staging")
-        staging.mkdir()
-    except OSError as exc:
-        raise HclError(f"cannot write {out}: {exc.strerror or exc}") from exc
-    try:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging.mkdir()
+        except OSError as exc:
+            raise HclError(f"cannot write {out}: {exc.strerror or exc}") from exc
         write_owned_folder_manifest(staging, files)
         yield staging
         _check_replaceable(out)
-        _replace_folder(staging, out)
+        with uninterrupted():  # a Ctrl-C waits: the old dataset is never left moved aside
+            _replace_folder(staging, out)
     finally:
         if staging.exists():
             remove_owned_folder(staging)

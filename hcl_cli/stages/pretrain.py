@@ -69,6 +69,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     TrainingLog(config.live_dir).check_replaceable("--live-dir")
     modality = modality_of(config.data)
     card = modality.load_card(config.data)
+    check_options_apply(config, modality.sample_noun)
     if context.is_main:
         for warning in config.ignored_changes():
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
@@ -166,6 +167,26 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)
             print(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
+
+
+ONE_MODALITY_OPTIONS = {"gin_layers": "graph", "gin_hidden": "graph", "graph_weights": "graph", "blur": "image", "projection_dim": "image"}
+"""The options that only one modality reads: a value other than the default on the other one would be silently ignored."""
+
+
+def check_options_apply(config: PretrainConfig, noun: str) -> None:
+    """Refuse (a usage error) an option set away from its default that the data's modality (``noun``: image, graph) never
+    reads, whether it came from the command line or params.yaml: ``--gin-layers 5`` on images, ``--blur true`` on graphs."""
+    for option in config.declared_options():
+        only = ONE_MODALITY_OPTIONS.get(option.name)
+        if only is None or only == noun:
+            continue
+        value = getattr(config, option.name) if hasattr(config, option.name) else config.sampler_options[option.name]
+        if value != option.default:
+            shown_value = str(value).lower() if isinstance(value, bool) else value
+            raise UsageError(
+                f"{option.flag} (pretrain.{option.name}) {shown_value} is for {only}s and does nothing on {shown(config.data)}'s "
+                f"{noun}s: leave it at its default ({str(option.default).lower() if isinstance(option.default, bool) else option.default})"
+            )
 
 
 def training_objective(config: PretrainConfig, modality: Modality) -> str:

@@ -40,9 +40,10 @@ from pathlib import Path
 from hcl_cli.artifacts import check_outputs_apart, sidecar_path
 from hcl_cli.config.report import ReportConfig
 from hcl_cli.datasets import CARD_FILE
+from hcl_cli.errors import HclError, shown
 from hcl_cli.reference import load_reference, reproduction_note
 from hcl_cli.report.baselines import knn_baselines
-from hcl_cli.report.figures import FIGURE_FILES, PRETRAIN_METRICS, hard_negative_figure, similarity_figure, training_figures
+from hcl_cli.report.figures import FIGURE_FILES, hard_negative_figure, pretrain_logs, similarity_figure, training_figures
 from hcl_cli.report.inputs import METRIC_FILES, Recorded, read_encoder, read_metric_files, read_prepared
 from hcl_cli.report.markdown import (
     MetricRow,
@@ -57,6 +58,17 @@ from hcl_cli.report.markdown import (
 from hcl_cli.report.writer import FIGURES_FOLDER, publish, report_folder
 
 
+def check_kind(option: str, path: Path, *, folder: bool) -> None:
+    """An input the report may go without (it leaves out what it would show) is still refused when something else is
+    there: a FIFO, a device or a folder where a file is expected, a file where a folder is; never a silent skip or a hang."""
+    if not path.exists():
+        return
+    if folder and not path.is_dir():
+        raise HclError(f"{option} {shown(path)} is not a folder")
+    if not folder and not path.is_file():
+        raise HclError(f"{option} {shown(path)} is not a regular file")
+
+
 def run(config: ReportConfig) -> None:
     """Write ``config.out`` and its figures from whichever inputs exist, once all of them are read."""
     metrics_folder, out = Path(config.metrics), Path(config.out)
@@ -69,6 +81,9 @@ def run(config: ReportConfig) -> None:
         "--model": config.model,
     }
     check_outputs_apart(inputs, {"--out": out, "--out (its figures)": out.parent / FIGURES_FOLDER})
+    for option in ("--params-file", "--embeddings", "--model", "--metrics", "--plots", "--data"):
+        if inputs[option]:  # "": none given (--params-file by hand)
+            check_kind(option, Path(inputs[option]), folder=option in ("--metrics", "--plots", "--data"))
     with report_folder(out, FIGURE_FILES):
         metrics = read_metric_files(metrics_folder)
         prepared = read_prepared(Path(config.data), metrics, metrics_folder) if Path(config.data).is_dir() else None
@@ -94,7 +109,7 @@ def run(config: ReportConfig) -> None:
             rows[1:1] = [MetricRow("kNN (baseline)", name, values, "computed by `hcl report`") for name, values in baselines.items()]
         feature = next(iter(metrics.values())).feature
         drawn = [
-            *training_figures(Path(config.plots) / PRETRAIN_METRICS),
+            *training_figures(pretrain_logs(Path(config.plots))),
             *similarity_figure(Path(config.embeddings), feature),
             *(
                 hard_negative_figure(config, prepared, encoder)

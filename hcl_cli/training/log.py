@@ -26,6 +26,7 @@ from typing import Any
 
 from hcl_cli.artifacts import write_text
 from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.interrupts import uninterrupted
 
 METRICS_FILE = "metrics.json"
 EXTENT_KEYS = ("steps", "planned_steps")
@@ -84,6 +85,10 @@ class TrainingLog:
 
         ``steps`` (the optimisation steps taken so far and planned) go into ``metrics.json`` as
         ``steps`` and ``planned_steps``, for ``hcl compare`` to tell a run --max-steps stopped."""
+        with uninterrupted():  # a Ctrl-C waits: the curves and metrics.json stay one history
+            self._write(history, steps)
+
+    def _write(self, history: History, steps: tuple[int, int] | None) -> None:
         names = [
             check_metric_name(name, str(self.folder)) for name in dict.fromkeys(name for row in history for name in row if name != "epoch")
         ]
@@ -108,6 +113,8 @@ class TrainingLog:
         path = self.folder / METRICS_FILE
         if not path.exists() and not path.is_symlink():
             return
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
+            return  # empty (a kill while an older hcl wrote it in place): nothing to lose, and a resume rebuilds the log
         try:
             summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
         except (OSError, UnicodeDecodeError, ValueError):

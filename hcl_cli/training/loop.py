@@ -27,6 +27,7 @@ from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, 
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, derived_seed
 from hcl_cli.errors import HclError
+from hcl_cli.interrupts import uninterrupted
 from hcl_cli.modality import Samples, Step, StepResult
 from hcl_cli.training.log import History
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
@@ -163,7 +164,8 @@ class TrainingRun:
         if not self.context.is_main:
             return self.store.folder / f"{position.name}.safetensors"
         loop_state = {"epoch_totals": asdict(totals), "history": self.history}
-        return self.store.save(self.step.state, self.step.optimizer, position, loop_state, self.identity)
+        with uninterrupted():  # a second Ctrl-C waits for the checkpoint, its sidecar and latest.json: all or none
+            return self.store.save(self.step.state, self.step.optimizer, position, loop_state, self.identity)
 
 
 def train_one_epoch(
