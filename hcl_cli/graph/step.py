@@ -51,9 +51,6 @@ class GraphTrainingStep:
     sampler: str
     learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
     """Tensors the loss learns with the encoder: none on graphs (UnDiMix's learned weights need two views; it is refused)."""
-    merging: bool = True
-    """Whether the official reading merges repeated node rows (:func:`merge_duplicate_nodes`): it
-    stops at the first batch with few repeats (DD), whose search costs 5% of a step."""
 
     @property
     def state(self) -> nn.Module:
@@ -66,10 +63,9 @@ class GraphTrainingStep:
         self.optimizer.zero_grad(set_to_none=True)
         graphs, nodes = self.model.encoder(batch.x, batch.edges, batch.batch, batch.num_graphs)
         node_graph, counts = batch.batch, None
-        merged = merge_duplicate_nodes(nodes, node_graph) if self.merging and reads_officially(self.sampler, loss_options) else None
-        if merged is not None:
+        merged = merge_duplicate_nodes(nodes, node_graph) if reads_officially(self.sampler, loss_options) else None
+        if merged is not None:  # decided by the batch alone, so a resumed run rounds as an uninterrupted one
             nodes, node_graph, counts = merged
-        self.merging = merged is not None
         local, global_ = self.model.local_d(nodes), self.model.global_d(graphs)
         graph_labels = labels if spec.label_positives(loss_options) else None
         loss, stats = node_graph_loss(local, global_, node_graph, graph_labels, sampler=self.sampler, options=loss_options, counts=counts)
