@@ -44,6 +44,8 @@ RECORDED_FIELDS = {
     "versions": (dict, "a JSON object"),
 }
 """What pretraining records in an encoder's sidecar beside the architecture, with its JSON type; each may be absent."""
+ARTIFACT_KEYS = ("schema_version", "kind", "tensors", "sha256")
+"""The sidecar keys of the artifact itself, checked by :func:`~hcl_cli.artifacts.load_artifact`."""
 
 
 def resolve_arch(arch: str, image_size: int) -> str:
@@ -189,27 +191,18 @@ def unwrap(model: nn.Module) -> ContrastiveModel:
     return inner
 
 
-@dataclass(frozen=True)
-class EncoderSidecar:
-    """The sidecar of an ``encoder`` artifact: how to rebuild and feed the model, and how it was trained.
+@dataclass(frozen=True, kw_only=True)
+class RecordedEncoder:
+    """What every encoder's sidecar holds beside its architecture: how it was trained, and the artifact's own keys.
 
-    ``arch``, ``in_channels``, ``image_size``, ``projection_dim`` and ``feature_dim`` rebuild the
-    model; ``mean`` and ``std`` are the per-channel normalisation it was trained with. The rest is
-    what pretraining recorded: its ``config`` (the pretrain parameters), the ``epoch`` count, the
-    ``seed``, the ``dataset`` name, the ``world_size`` (processes), the ``run`` record (when,
-    where, which commit), the ``learned`` loss tensors, and the library ``versions``; a sidecar
-    that lacks one reads it as None (``world_size`` as 1, ``learned`` and ``versions`` as empty).
-    ``schema_version``, ``kind``, ``tensors`` and ``sha256`` are the artifact's own keys, as
+    The recorded fields (:data:`RECORDED_FIELDS`): the ``config`` (the pretrain parameters), the
+    ``epoch`` count, the ``seed``, the ``dataset`` name, the ``world_size`` (processes), the ``run``
+    record (when, where, which commit), the ``learned`` loss tensors, and the library ``versions``;
+    a sidecar that lacks one reads it as None (``world_size`` as 1, ``learned`` and ``versions`` as
+    empty). ``schema_version``, ``kind``, ``tensors`` and ``sha256`` are the artifact's own keys, as
     :func:`~hcl_cli.artifacts.save_artifact` wrote and :func:`~hcl_cli.artifacts.load_artifact` checked them.
     """
 
-    arch: str
-    in_channels: int
-    image_size: int
-    projection_dim: int
-    feature_dim: int
-    mean: list[float]
-    std: list[float]
     config: dict[str, Any] | None = None
     epoch: int | None = None
     seed: int | None = None
@@ -222,6 +215,23 @@ class EncoderSidecar:
     kind: str = ENCODER_KIND
     tensors: dict[str, Any] = field(default_factory=dict)
     sha256: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderSidecar(RecordedEncoder):
+    """The sidecar of an image ``encoder`` artifact: how to rebuild and feed the model (:class:`RecordedEncoder` the rest).
+
+    ``arch``, ``in_channels``, ``image_size``, ``projection_dim`` and ``feature_dim`` rebuild the
+    model; ``mean`` and ``std`` are the per-channel normalisation it was trained with.
+    """
+
+    arch: str
+    in_channels: int
+    image_size: int
+    projection_dim: int
+    feature_dim: int
+    mean: list[float]
+    std: list[float]
 
 
 def save_encoder(path: str | os.PathLike[str], model: nn.Module, meta: Mapping[str, Any]) -> None:
@@ -270,16 +280,7 @@ def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu
     if not all(value > 0 for value in values["std"]):
         raise HclError(f"{path}: sidecar field 'std' must hold positive numbers (got {values['std']!r})")
     recorded = load_recorded_weights(path, model, tensors, values)
-    sidecar = EncoderSidecar(
-        **model.architecture(),
-        mean=values["mean"],
-        std=values["std"],
-        **recorded,
-        schema_version=values["schema_version"],
-        kind=values["kind"],
-        tensors=values["tensors"],
-        sha256=values["sha256"],
-    )
+    sidecar = EncoderSidecar(**model.architecture(), mean=values["mean"], std=values["std"], **recorded)
     return model.to(device).eval(), sidecar
 
 
@@ -288,8 +289,9 @@ def load_recorded_weights(
 ) -> dict[str, Any]:
     """Load checked ``tensors`` into ``model`` after checking the sidecar's :data:`RECORDED_FIELDS` and the weights' finiteness.
 
-    Returns the recorded fields the sidecar has; a field of the wrong JSON type or a NaN or infinite
-    weight is a one-line HclError naming the file. Every encoder reader (images, graphs) ends here.
+    Returns the :class:`RecordedEncoder` fields: the recorded fields the sidecar has and the
+    artifact's own keys. A field of the wrong JSON type or a NaN or infinite weight is a one-line
+    HclError naming the file. Every encoder reader (images, graphs) ends here.
     """
     recorded = {name: values[name] for name in RECORDED_FIELDS if values.get(name) is not None}
     for name, value in recorded.items():
@@ -300,7 +302,7 @@ def load_recorded_weights(
         if tensor.is_floating_point() and not tensor.isfinite().all():
             raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
     model.load_state_dict(tensors)
-    return recorded
+    return {**recorded, **{key: values[key] for key in ARTIFACT_KEYS}}
 
 
 def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], found: dict[str, Tensor]) -> None:

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts.tensors import SCHEMA_VERSION, library_versions, load_artifact, save_artifact
+from hcl_cli.artifacts.tensors import library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError
 from hcl_cli.graph.gin import Edges, InfoGraphModel
-from hcl_cli.models import check_state_dict, load_recorded_weights
+from hcl_cli.models import RecordedEncoder, check_state_dict, load_recorded_weights
 
 GRAPH_ENCODER_KIND = "graph encoder"
 GIN = "gin"
@@ -74,9 +74,9 @@ class GinModel(InfoGraphModel):
         return graphs, self.global_d(graphs)
 
 
-@dataclass(frozen=True)
-class GraphEncoderSidecar:
-    """The checked sidecar of a graph encoder artifact (module docstring); a recorded field it lacks reads as None."""
+@dataclass(frozen=True, kw_only=True)
+class GraphEncoderSidecar(RecordedEncoder):
+    """The checked sidecar of a graph encoder artifact: its architecture (module docstring) and what every encoder records."""
 
     arch: str
     in_dim: int
@@ -84,18 +84,7 @@ class GraphEncoderSidecar:
     layers: int
     feature_dim: int
     projection_dim: int
-    config: dict[str, Any] | None = None
-    epoch: int | None = None
-    seed: int | None = None
-    dataset: str | None = None
-    world_size: int = 1
-    run: dict[str, Any] | None = None
-    learned: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
     kind: str = GRAPH_ENCODER_KIND
-    tensors: dict[str, Any] = field(default_factory=dict)
-    sha256: str = ""
 
 
 def save_graph_encoder(path: str | os.PathLike[str], model: GinModel, meta: Mapping[str, Any]) -> None:
@@ -123,12 +112,5 @@ def load_graph_encoder(path: str | os.PathLike[str], device: str | torch.device 
         if values.get(name) != getattr(model, name):
             raise HclError(f"{path}: sidecar field {name!r} is {values.get(name)!r}, but this gin has {getattr(model, name)}")
     recorded = load_recorded_weights(path, model, tensors, values)
-    sidecar = GraphEncoderSidecar(
-        **model.architecture(),
-        **recorded,
-        schema_version=values["schema_version"],
-        kind=values["kind"],
-        tensors=values["tensors"],
-        sha256=values["sha256"],
-    )
+    sidecar = GraphEncoderSidecar(**model.architecture(), **recorded)
     return model.to(device).eval(), sidecar
