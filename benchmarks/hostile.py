@@ -3,8 +3,8 @@
 Prepares a tiny digits pipeline once (prepare, a one-epoch small-CNN pretrain, embed, knn-eval,
 linear-eval) in a temporary folder, then runs every case of :func:`cases` in its own copy of it,
 as a user or a careless script would, and checks the answer: the exit code (0 success, 1 runtime
-error, 2 usage error, 130/143 a signal; -2 where Python's late shutdown lets SIGINT end the process itself,
-which a shell reports as 130 too), and for every failure one ``error:`` line on stderr with
+error, 2 usage error, 130/143 a signal; never death by the signal itself, -2: a Ctrl-C during the
+interpreter's last teardown is ignored), and for every failure one ``error:`` line on stderr with
 no traceback and no "internal error", plus whatever the case itself checks (a file left unchanged,
 nothing written outside, a hang that must not happen). Writes ``benchmarks/results/hostile.json``:
 per case its name, command, exit code, expected codes, verdict and the first line of stderr.
@@ -167,6 +167,68 @@ def crafted_history(name: str) -> Callable[[Path], None]:
     return setup
 
 
+def tu_files(graphs: int = 40) -> dict[str, str]:
+    """A valid TU dataset named TOY: ``graphs`` paths of 3 to 6 nodes, node labels 0..3, graph labels -1 and 1 in turn."""
+    edges, indicator, node_labels, node = [], [], [], 1
+    for graph in range(1, graphs + 1):
+        size = 3 + graph % 4
+        edges += [pair for i in range(node, node + size - 1) for pair in (f"{i}, {i + 1}", f"{i + 1}, {i}")]
+        indicator += [str(graph)] * size
+        node_labels += [str((node + i) % 4) for i in range(size)]
+        node += size
+    labels = ["-1" if graph % 2 else "1" for graph in range(graphs)]
+    return {
+        kind: "\n".join(lines) + "\n"
+        for kind, lines in (("A", edges), ("graph_indicator", indicator), ("graph_labels", labels), ("node_labels", node_labels))
+    }
+
+
+def tu_folder(folder: str, **changes: str | None) -> Callable[[Path], None]:
+    """Write TOY's files into ``folder``; a change replaces a file's text (None leaves the file out)."""
+
+    def setup(work: Path) -> None:
+        (work / folder).mkdir(parents=True, exist_ok=True)
+        for kind, text in {**tu_files(), **changes}.items():
+            if text is not None:
+                (work / folder / f"TOY_{kind}.txt").write_text(text)
+
+    return setup
+
+
+def tu_special(folder: str, kind: str, make: Callable[[Path], None]) -> Callable[[Path], None]:
+    """TOY in ``folder`` with ``kind``'s file made by ``make`` (a FIFO, a symbolic link, a folder)."""
+    return both(tu_folder(folder, **{kind: None}), lambda work: make(work / folder / f"TOY_{kind}.txt"))
+
+
+def tu_archive(path: str, members: dict[str, bytes | str]) -> Callable[[Path], None]:
+    """A .tar.gz at ``path`` whose members are ``name: content``; a str content starting with '->' is a symbolic link."""
+
+    def setup(work: Path) -> None:
+        import io
+        import tarfile
+
+        with tarfile.open(work / path, "w:gz") as tar:
+            for name, content in members.items():
+                info = tarfile.TarInfo(name)
+                if isinstance(content, str) and content.startswith("->"):
+                    info.type, info.linkname = tarfile.SYMTYPE, content[2:]
+                    tar.addfile(info)
+                    continue
+                data = content.encode() if isinstance(content, str) else content
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+    return setup
+
+
+def prepared_graphs(work: Path) -> None:
+    """TOY prepared as graphs in ``g`` (for options that graphs do not read)."""
+    tu_folder("tu")(work)
+    result = hcl(work, ("prepare", "--dataset", "tu", "--path", "tu", "--name", "TOY", "--out", "g"))
+    if result.returncode != 0:
+        raise RuntimeError(f"preparing TOY failed: {result.stderr.strip()}")
+
+
 # --- checks -------------------------------------------------------------------------------------------------------
 
 
@@ -214,6 +276,31 @@ def one_stdout_line(work: Path, result: Result[str]) -> str | None:
     return None if len(lines) == 1 else f"{len(lines)} stdout lines"
 
 
+def checkpoints_whole(work: Path, result: Result[str]) -> str | None:
+    """No temporary file in ``m/``; every checkpoint there has its sidecar; latest.json, when there, names one of them."""
+    folder = work / "m" / "checkpoints"
+    names = sorted(os.listdir(folder)) if folder.is_dir() else []
+    hidden = [name for name in [*names, *(os.listdir(work / "m") if (work / "m").is_dir() else [])] if name.startswith(".")]
+    if hidden:
+        return f"left behind: {hidden}"
+    tensors = {name for name in names if name.endswith(".safetensors")}
+    lonely = [name for name in tensors if name.removesuffix(".safetensors") + ".json" not in names]
+    if lonely:
+        return f"checkpoints without a sidecar: {lonely}"
+    if "latest.json" in names and json.loads((folder / "latest.json").read_text())["checkpoint"] not in tensors:
+        return "latest.json names a missing checkpoint"
+    return None
+
+
+def report_whole(work: Path, result: Result[str]) -> str | None:
+    """The report and its figures are one set: both there or neither, and no staging folder left."""
+    report, figures = work / "r" / "report.md", work / "r" / "figures"
+    left = [path.name for path in (work / "r").iterdir() if path.name.startswith(".")] if (work / "r").is_dir() else []
+    if left:
+        return f"left behind: {left}"
+    return None if report.exists() == figures.exists() else "the report and its figures are not one set"
+
+
 def all_of(*checks: Check) -> Check:
     def check(work: Path, result: Result[str]) -> str | None:
         return next((failure for failure in (each(work, result) for each in checks) if failure), None)
@@ -225,9 +312,9 @@ def all_of(*checks: Check) -> Check:
 
 
 def interrupted(
-    signals: Sequence[int], after_line: str = "hcl pretrain: ", extra: float = 0.0
+    signals: Sequence[int], after_line: str = "hcl pretrain: ", extra: float = 0.0, gap: float = 0.3
 ) -> Callable[[Path, Sequence[str]], Result[str]]:
-    """Start ``hcl`` and send ``signals`` once its stdout/stderr shows ``after_line`` (each 0.3 s apart)."""
+    """Start ``hcl`` and send ``signals`` once its stdout/stderr shows ``after_line`` (each ``gap`` seconds apart)."""
 
     def run(work: Path, args: Sequence[str]) -> Result[str]:
         process = subprocess.Popen([HCL, *args], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -243,7 +330,7 @@ def interrupted(
                 time.sleep(extra)
                 for signum in signals:
                     process.send_signal(signum)
-                    time.sleep(0.3)
+                    time.sleep(gap)
                 break
         try:
             rest, _ = process.communicate(timeout=TIMEOUT)
@@ -618,11 +705,190 @@ def cases() -> list[Case]:
         Case(
             "Ctrl-C twice during pretrain",
             (*pretrain[:-6], "--epochs", "30", "--out", "m", "--live-dir", "live"),
-            (130, -2),
+            (130,),
             run=interrupted([signal.SIGINT, signal.SIGINT], extra=1.0),
+            check=checkpoints_whole,
         )
     )
-    table.append(Case("Ctrl-C during knn-eval startup", knn, (0, 130, -2), run=interrupted([signal.SIGINT], after_line="", extra=0.0)))
+    table.append(Case("Ctrl-C during knn-eval startup", knn, (0, 130), run=interrupted([signal.SIGINT], after_line="", extra=0.0)))
+    long_pretrain = (*pretrain[:-6], "--epochs", "30", "--out", "m", "--live-dir", "live")
+    table.append(
+        Case(
+            "Ctrl-C twice at once during pretrain",
+            long_pretrain,
+            (130,),
+            run=interrupted([signal.SIGINT, signal.SIGINT], extra=1.0, gap=0.0),
+            check=checkpoints_whole,
+        )
+    )
+    table.append(
+        Case(
+            "Ctrl-C three times during pretrain",
+            long_pretrain,
+            (130,),
+            run=interrupted([signal.SIGINT] * 3, extra=1.0, gap=0.05),
+            check=checkpoints_whole,
+        )
+    )
+    table.append(
+        Case(
+            "Ctrl-C twice during pretrain's first step",
+            long_pretrain,
+            (130,),
+            run=interrupted([signal.SIGINT, signal.SIGINT], after_line="hcl pretrain: ", extra=0.0, gap=0.05),
+            check=checkpoints_whole,
+        )
+    )
+    table.append(
+        Case(
+            "Ctrl-C twice during report",
+            REPORT,
+            (0, 130),
+            run=interrupted([signal.SIGINT, signal.SIGINT], after_line="", extra=0.0, gap=0.05),
+            check=report_whole,
+            owner="h1",
+        )
+    )
+
+    # Graph data: malformed TU folders and archives, links and special files, huge values.
+    tu = ("prepare", "--dataset", "tu", "--path", "tu", "--name", "TOY", "--out", "g")
+    success("tu: a valid folder", *tu, setup=tu_folder("tu"), check=exists("g/card.json"))
+    success(
+        "tu: the folder through a symbolic link",
+        *tu[:4],
+        "tu-link",
+        *tu[5:],
+        setup=both(tu_folder("tu"), lambda w: (w / "tu-link").symlink_to(w / "tu")),
+    )
+    failure("tu: graph_indicator missing", *tu, setup=tu_folder("tu", graph_indicator=None), check=absent("g"))
+    failure("tu: A a FIFO", *tu, setup=tu_special("tu", "A", os.mkfifo), check=absent("g"))
+    failure("tu: A a link to /dev/zero", *tu, setup=tu_special("tu", "A", lambda p: p.symlink_to("/dev/zero")), check=absent("g"))
+    failure(
+        "tu: A a link to a user's file",
+        *tu,
+        setup=both(write("secret.txt", "1, 2\n"), tu_special("tu", "A", lambda p: p.symlink_to(p.parents[1] / "secret.txt"))),
+    )
+    failure("tu: A a folder", *tu, setup=tu_special("tu", "A", lambda p: p.mkdir()))
+    success("tu: A empty (graphs without edges)", *tu, setup=tu_folder("tu", A=""), check=exists("g/card.json"))
+    failure("tu: A binary", *tu, setup=tu_folder("tu", A="\x00\xff\xfe" * 50))
+    failure("tu: A not UTF-8", *tu, setup=lambda w: (tu_folder("tu")(w), (w / "tu/TOY_A.txt").write_bytes(b"1, 2\n\xff\xfe, 1\n")))
+    failure("tu: node id of 300 digits", *tu, setup=tu_folder("tu", A=tu_files()["A"] + f"1, {HUGE}\n"))
+    failure("tu: node id 2^63", *tu, setup=tu_folder("tu", A=tu_files()["A"] + f"1, {2**63}\n"))
+    failure("tu: node id negative", *tu, setup=tu_folder("tu", A=tu_files()["A"] + "1, -2\n"))
+    failure(
+        "tu: node label of two billion",
+        *tu,
+        setup=tu_folder("tu", node_labels=tu_files()["node_labels"].replace("3\n", "2000000000\n", 1)),
+        owner="graph",
+    )
+    failure(
+        "tu: node label of minus two billion",
+        *tu,
+        setup=tu_folder("tu", node_labels=tu_files()["node_labels"].replace("3\n", "-2000000000\n", 1)),
+        owner="graph",
+    )
+    failure(
+        "tu: graph label of 300 digits", *tu, setup=tu_folder("tu", graph_labels=tu_files()["graph_labels"].replace("1\n", f"{HUGE}\n", 1))
+    )
+    failure("tu: node attribute 1e400", *tu, setup=tu_folder("tu", node_attributes="1e400\n" * 200))
+    failure("tu: graph ids decrease", *tu, setup=tu_folder("tu", graph_indicator="2\n1\n" + tu_files()["graph_indicator"]))
+    success(
+        "tu: CRLF line ends and a last blank line",
+        *tu,
+        setup=tu_folder("tu", graph_labels=tu_files()["graph_labels"].replace("\n", "\r\n") + "\n"),
+    )
+    usage("tu: name with a slash", *tu[:6], "../TOY", *tu[7:], setup=tu_folder("tu"))
+    usage("tu: name empty", *tu[:6], "", *tu[7:], setup=tu_folder("tu"))
+    usage("tu: path missing", *tu[:4], "nowhere", *tu[5:])
+    usage("tu: path a FIFO", *tu[:4], "fifo", *tu[5:], setup=fifo("fifo"))
+    failure("tu: archive not gzip", *tu[:4], "tu.tar.gz", *tu[5:], setup=write("tu.tar.gz", "not an archive"))
+    failure(
+        "tu: archive member a symbolic link",
+        *tu[:4],
+        "tu.tar.gz",
+        *tu[5:],
+        setup=tu_archive(
+            "tu.tar.gz", {**{f"TOY/TOY_{k}.txt": v for k, v in tu_files().items() if k != "A"}, "TOY/TOY_A.txt": "->/etc/passwd"}
+        ),
+    )
+    success(
+        "tu: archive member escaping with ../ is not read or written",
+        *tu[:4],
+        "tu.tar.gz",
+        *tu[5:],
+        setup=tu_archive("tu.tar.gz", {**{f"TOY/TOY_{k}.txt": v for k, v in tu_files().items()}, "../../escaped.txt": "x"}),
+        check=nothing_named("escaped*"),
+    )
+    failure(
+        "tu: prepare over a folder with a user's file",
+        *tu,
+        setup=both(tu_folder("tu"), write("g/notes.txt", "mine")),
+        check=exists("g/notes.txt"),
+    )
+
+    # Options of one modality on the other's data: refused, not silently ignored.
+    usage("graph option on images", *pretrain, "--gin-layers", "5", check=says("--gin-layers"))
+    usage(
+        "graph option on images from params.yaml",
+        *pretrain,
+        "--params",
+        "p.yaml",
+        setup=write("p.yaml", "pretrain:\n  graph_weights: official\n"),
+        check=says("graph_weights"),
+    )
+    success("graph options at their defaults on images", *pretrain, "--gin-layers", "3", "--gin-hidden", "32")
+    graphs = ("pretrain", "--data", "g", "--batch-size", "8", "--epochs", "1", "--out", "m", "--live-dir", "live", *CPU)
+    usage("image option on graphs", *graphs, "--blur", "true", setup=prepared_graphs, check=says("--blur"))
+    usage(
+        "image option on graphs from params.yaml",
+        *graphs,
+        "--params",
+        "p.yaml",
+        setup=both(prepared_graphs, write("p.yaml", "pretrain:\n  projection_dim: 64\n")),
+        check=says("projection_dim"),
+    )
+    usage("a queue on graphs", *graphs, "--queue-size", "16", setup=prepared_graphs, owner="graph")
+    usage("jsd on images", *pretrain, "--objective", "jsd")
+    usage("small_cnn on graphs", *graphs, "--arch", "small_cnn", setup=prepared_graphs)
+    success("svm protocol on image embeddings", *linear[:-4], "--protocol", "svm", "--svm-repeats", "1", *CPU, check=says("samples"))
+
+    # Non-finite and extreme spellings of numbers.
+    for option, value in (
+        ("--beta", "inf"),
+        ("--beta", "-inf"),
+        ("--temperature", "Infinity"),
+        ("--temperature", "1e-400"),
+        ("--momentum", "nan"),
+        ("--ot-kappa", "inf"),
+        ("--threshold-start", "NaN"),
+        ("--undimix-weights", "nan"),
+        ("--epochs", "1e3"),
+        ("--max-steps", "0x10"),
+        ("--gin-layers", HUGE),
+    ):
+        usage(f"pretrain {option} {value[:12]}", *pretrain, option, value, check=says(option))
+    usage("prepare --test-fraction inf", "prepare", "--out", "p", "--test-fraction", "inf")
+    usage("linear-eval --weight-decay nan", *linear, "--weight-decay", "nan")
+    usage("params.yaml .inf", *pretrain, "--params", "p.yaml", setup=write("p.yaml", "pretrain:\n  beta: .inf\n"), check=says("beta"))
+    usage("params.yaml .nan", *knn, "--params", "p.yaml", setup=write("p.yaml", "knn:\n  temperature: .nan\n"), check=says("temperature"))
+
+    # The report's inputs: pretrain's --live-dir as --plots, and inputs of the wrong kind.
+    failure(
+        "report --plots the dvclive folder, loss.tsv a FIFO",
+        *REPORT[:10],
+        "dvclive",
+        *REPORT[11:],
+        setup=both(remove(f"{LIVE}/plots/metrics/loss.tsv"), fifo(f"{LIVE}/plots/metrics/loss.tsv")),
+        owner="h1",
+    )
+    success(
+        "report --plots pretrain's live dir draws the loss",
+        *REPORT,
+        check=lambda w, r: None if (w / "r/figures/loss.png").is_file() else "no loss.png",
+    )
+    failure("report --model a FIFO", *REPORT[:4], "f.safetensors", *REPORT[5:], setup=fifo("f.safetensors"), owner="h1")
+    failure("report --data a file", *REPORT[:1], "--data", "file", *REPORT[3:], setup=write("file", "x"), owner="h1")
+    failure("report --embeddings a folder", *REPORT[:6], "data", *REPORT[7:], owner="h1")
     return table
 
 
