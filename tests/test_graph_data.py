@@ -197,6 +197,15 @@ def test_node_labels_are_one_hot_per_column(tmp_path: Path) -> None:
     assert dataset.x.sum(dim=1).tolist() == [2.0] * 8
 
 
+def test_a_node_label_that_would_make_huge_one_hot_features_is_refused_naming_file_and_line(tmp_path: Path) -> None:
+    labels = TOY["node_labels"].split("\n")
+    labels[5] = "2000000000"
+    with pytest.raises(HclError) as raised:
+        prepare_tu(write_tu(tmp_path, {**TOY, "node_labels": "\n".join(labels)}), NAME)
+    text = str(raised.value)
+    assert text.startswith("TOY_node_labels.txt line 6: node label 2000000000 makes the one-hot node features") and "\n" not in text
+
+
 def test_node_attributes_come_first_when_asked_for(tmp_path: Path) -> None:
     attributes = "".join(f"{i / 2}, {-i}\n" for i in range(8))
     files = write_tu(tmp_path, {**TOY, "node_attributes": attributes})

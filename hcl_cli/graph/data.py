@@ -49,6 +49,8 @@ GRAPH_TENSORS = {
 }
 MAX_ONE_HOT_DEGREE = 1000
 """deepinfomax.py line 116: ``if max_degree < 1000`` one-hot degree, else the normalised degree."""
+MAX_ONE_HOT_BYTES = 4 << 30
+"""The largest one-hot node-label block ``prepare`` builds (float32): a label range wider is refused, not allocated."""
 FEATURES = ("node_labels", "node_attributes+node_labels", "node_attributes", "one_hot_degree", "normalized_degree")
 
 
@@ -161,6 +163,7 @@ def build_dataset(graphs: TuGraphs, *, node_attributes: bool = False) -> tuple[G
         blocks.append(graphs.node_attributes)
     if graphs.node_labels is not None:
         labels = graphs.node_labels - graphs.node_labels.min(dim=0).values
+        check_one_hot_size(graphs, labels)
         blocks += [torch.nn.functional.one_hot(column).float() for column in labels.unbind(dim=1)]
     if blocks:
         features = "+".join(
@@ -213,6 +216,21 @@ def build_dataset(graphs: TuGraphs, *, node_attributes: bool = False) -> tuple[G
         duplicates_removed=graphs.duplicates_removed,
     )
     return dataset, card
+
+
+def check_one_hot_size(graphs: TuGraphs, labels: torch.Tensor) -> None:
+    """Refuse node labels whose one-hot columns (one per value from the column's smallest to its largest)
+    would exceed :data:`MAX_ONE_HOT_BYTES` in float32, naming the file and the line of the largest label."""
+    widths = labels.amax(dim=0) + 1
+    size = graphs.num_nodes * int(widths.sum()) * 4
+    if size > MAX_ONE_HOT_BYTES:
+        column = int(widths.argmax())
+        line = int(labels[:, column].argmax()) + 1
+        raise HclError(
+            f"{graphs.name}_node_labels.txt line {line}: node label {int(graphs.node_labels[line - 1, column])} makes the one-hot node "
+            f"features {int(widths.sum())} columns wide, {size / 2**30:.1f} GiB for {graphs.num_nodes} nodes "
+            f"(at most {MAX_ONE_HOT_BYTES / 2**30:.0f} GiB): TU node labels are category ids counted from 0 or 1"
+        )
 
 
 def _offsets(counts: torch.Tensor) -> torch.Tensor:
