@@ -49,7 +49,8 @@ def tilted_weights(
     """
     similarity = batch.logits.detach() if options.detach_weights else batch.logits
     if options.clip:
-        similarity = 2.0 * similarity / restrict(similarity.abs(), 1.0).amax()
+        largest = restrict(similarity.abs(), 1.0).amax()
+        similarity = 2.0 * similarity / torch.where(largest > 0, largest, 1.0)  # no negative anywhere (one label): rows unused
     tilt = None if options.clip else options.beta
     return NegativeWeights(restrict(similarity, options.beta), anchor_valid, debiased=debiased, tilt=tilt)
 
