@@ -117,7 +117,9 @@ def _largest_underflowing_exponent(dtype: torch.dtype) -> float:
     return float(torch.nextafter(exponent, torch.tensor(-math.inf, dtype=dtype)))
 
 
-_UNDERFLOWING_EXPONENT = {dtype: _largest_underflowing_exponent(dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+_UNDERFLOWING_EXPONENT = {
+    dtype: _largest_underflowing_exponent(dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+}
 
 
 def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
