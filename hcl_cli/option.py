@@ -35,7 +35,8 @@ class Option:
     ``params.yaml`` group and a command-line option; a ``runtime`` option (a path, the device) is
     command-line only. ``parse`` turns a valid raw value into the value the code uses (e.g. a
     comma-separated list into a tuple of floats) and raises ``ValueError`` with a reason when the
-    raw value cannot be parsed.
+    raw value cannot be parsed. ``modality`` names the one modality that reads the option
+    (``image`` or ``graph``; None: both), so that a value set on the other one is refused, not ignored.
     """
 
     name: str
@@ -48,6 +49,7 @@ class Option:
     max_exclusive: bool = False
     runtime: bool = False
     parse: Callable[[Any], Any] | None = None
+    modality: str | None = None
 
     def __post_init__(self) -> None:
         if self.type in (int, float) and not self.runtime and not (_finite(self.minimum) and _finite(self.maximum)):

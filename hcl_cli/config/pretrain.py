@@ -35,11 +35,21 @@ class PretrainConfig(StageConfig):
         choices=ARCHS,
     )
     gin_layers: int = param(
-        3, "Graphs (arch gin): GIN layers K (HCL App. D.2: 3); the graph embedding is K x --gin-hidden.", minimum=1, maximum=64
+        3,
+        "Graphs (arch gin): GIN layers K (HCL App. D.2: 3); the graph embedding is K x --gin-hidden.",
+        minimum=1,
+        maximum=64,
+        modality="graph",
     )
-    gin_hidden: int = param(32, "Graphs (arch gin): width of every GIN layer (HCL App. D.2: 32).", minimum=1, maximum=4096)
+    gin_hidden: int = param(
+        32, "Graphs (arch gin): width of every GIN layer (HCL App. D.2: 32).", minimum=1, maximum=4096, modality="graph"
+    )
     projection_dim: int = param(
-        128, "Images: output size of the projection head (graphs: the heads keep the GIN's width).", minimum=1, maximum=65536
+        128,
+        "Images: output size of the projection head (graphs: the heads keep the GIN's width).",
+        minimum=1,
+        maximum=65536,
+        modality="image",
     )
     epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
     batch_size: int = param(
@@ -73,7 +83,7 @@ class PretrainConfig(StageConfig):
     )
     lr: float = param(1e-3, "Adam learning rate.", minimum=1e-8, maximum=10.0)
     weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
-    blur: bool = param(False, "Add Gaussian blur to the augmentations.")
+    blur: bool = param(False, "Add Gaussian blur to the augmentations.", modality="image")
     seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
     eval_every: int = param(
         0,

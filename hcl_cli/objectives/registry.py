@@ -73,6 +73,7 @@ GRAPH_WEIGHTS = Option(
     "paper",
     "Graphs only (objective jsd), debiased and hucl: paper (HCL App. B, D.2: weights exp(beta * s) on scores scaled into [-2, 2], tau+ debiasing of the negative term) or official (HCL's graph code, JSD_hard: weights exp(-2 beta s / max|s|) that favour easy negatives, tau+ fixed at 0.5).",
     choices=("paper", "official"),
+    modality="graph",
 )
 THRESHOLD_START = Option("threshold_start", -0.3, "Cosine threshold l at the first epoch (H-SCL Eq. 4).", minimum=-1.0, maximum=1.0)
 THRESHOLD_END = Option("threshold_end", 0.0, "Cosine threshold l at the last epoch.", minimum=-1.0, maximum=1.0)

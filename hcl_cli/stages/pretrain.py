@@ -169,15 +169,11 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             print(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
 
 
-ONE_MODALITY_OPTIONS = {"gin_layers": "graph", "gin_hidden": "graph", "graph_weights": "graph", "blur": "image", "projection_dim": "image"}
-"""The options that only one modality reads: a value other than the default on the other one would be silently ignored."""
-
-
 def check_options_apply(config: PretrainConfig, noun: str) -> None:
     """Refuse (a usage error) an option set away from its default that the data's modality (``noun``: image, graph) never
     reads, whether it came from the command line or params.yaml: ``--gin-layers 5`` on images, ``--blur true`` on graphs."""
     for option in config.declared_options():
-        only = ONE_MODALITY_OPTIONS.get(option.name)
+        only = option.modality
         if only is None or only == noun:
             continue
         value = getattr(config, option.name) if hasattr(config, option.name) else config.sampler_options[option.name]
