@@ -6,9 +6,10 @@ same seed) on the same random batches, the two interleaved and their order rotat
 256, hucl) and a ResNet-18 on 32x32 RGB images (CIFAR's stem, batch 32). Accuracy: the default
 pipeline on digits (prepare, pretrain 60 epochs of hucl, embed, kNN and the fixed linear readout)
 once per precision, with Wilson 95% intervals from the 450 test images. ``--precision auto`` keeps
-float32 on a CPU because of what this measured (hcl_cli/training/precision.py).
+float32 on a CPU because of what this measured (hcl_cli/runtime.py: uses_bf16).
 
     python -m benchmarks.bench_cpu_precision
+    python -m benchmarks.bench_cpu_precision --repeats 1 --resnet-repeats 1 --warmup 0 --batch-size 16 --resnet-batch-size 2 --skip-accuracy
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import interleaved_step_times, load_average, prepared, write_result
 from hcl_cli.config import EmbedConfig, KnnConfig, LinearConfig, PretrainConfig
-from hcl_cli.datasets import DatasetCard, load_card, load_split
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.image.card import DatasetCard, load_card
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import build_training
 from hcl_cli.stages import embed, knn_eval, linear_eval, pretrain
 from hcl_cli.stats import wilson_interval
-from hcl_cli.training.step import build_training
 
 PRECISIONS = ("fp32", "bf16")
 
 
 def step_times(
-    card: DatasetCard, images: torch.Tensor, labels: torch.Tensor, arch: str, batch_size: int, repeats: int
+    card: DatasetCard, images: torch.Tensor, labels: torch.Tensor, arch: str, batch_size: int, warmup: int, repeats: int
 ) -> dict[str, object]:
     """Median wall seconds of one step at each precision, their spread, and the ratio bf16/fp32 (median of per-repetition ratios)."""
     context = DistributedContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
@@ -44,7 +46,7 @@ def step_times(
     for precision, config in configs.items():
         context.seed_everything(0)
         steps[precision] = build_training(config, card, context)[1]
-    wall, _ = interleaved_step_times(steps, configs, images, labels, batch_size, warmup=2, repeats=repeats, seed=0)
+    wall, _ = interleaved_step_times(steps, configs, images, labels, batch_size, warmup=warmup, repeats=repeats, seed=0)
     ratios = [b / f for b, f in zip(wall["bf16"], wall["fp32"])]
     return {
         "arch": arch,
@@ -80,6 +82,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--resnet-repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed repetitions first")
+    parser.add_argument("--batch-size", type=int, default=256, help="digits per batch of the small CNN")
+    parser.add_argument("--resnet-batch-size", type=int, default=32, help="random 32x32 images per batch of the ResNet-18")
     parser.add_argument("--skip-accuracy", action="store_true", help="time the steps only")
     args = parser.parse_args()
     loads = [load_average()]
@@ -91,9 +96,9 @@ def main() -> None:
         rgb = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
         rgb_labels = torch.arange(512) % 10
         rgb_card = DatasetCard("random", [str(i) for i in range(10)], 10, {"train": 512}, [3, 32, 32], [0.5] * 3, [0.29] * 3)
-        timings = [step_times(load_card(data), digits, digit_labels, "small_cnn", 256, args.repeats)]
+        timings = [step_times(load_card(data), digits, digit_labels, "small_cnn", args.batch_size, args.warmup, args.repeats)]
         loads.append(load_average())
-        timings.append(step_times(rgb_card, rgb, rgb_labels, "resnet18", 32, args.resnet_repeats))
+        timings.append(step_times(rgb_card, rgb, rgb_labels, "resnet18", args.resnet_batch_size, args.warmup, args.resnet_repeats))
         loads.append(load_average())
         accuracy = {} if args.skip_accuracy else {p: digits_accuracy(folder, data, p) for p in PRECISIONS}
         loads.append(load_average())

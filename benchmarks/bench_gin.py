@@ -4,7 +4,7 @@ Both sides train the papers' model (InfoGraph's GIN, K = 3, hidden 32, FF heads;
 with identical weights for whole epochs the way the official code does (graph/deepinfomax.py: batch
 128, no shuffling, Adam lr 0.001; forward, InfoGraph's local-global JSD loss, backward, step):
 
-- ``torch``: :class:`~hcl_cli.graph.data.GraphBatcher` gathers each batch with tensor operations from
+- ``torch``: :class:`~hcl_cli.graph.batch.GraphBatcher` gathers each batch with tensor operations from
   the dataset kept on the device, and the model sums messages and pools with ``index_add``;
 - ``pyg``: torch-geometric's ``DataLoader`` collates ``Data`` objects into a ``Batch`` (then moved to
   the device), and the same model built from ``torch_geometric.nn.GINConv`` and ``global_add_pool``.
@@ -45,7 +45,8 @@ from torch_geometric.nn import global_add_pool as pyg_global_add_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import load_average, synchronize, write_result
-from hcl_cli.graph.data import GraphBatch, GraphBatcher, GraphDataset, prepare_tu
+from hcl_cli.graph.batch import GraphBatch, GraphBatcher
+from hcl_cli.graph.data import GraphDataset, prepare_tu
 from hcl_cli.graph.gin import GINEncoder, InfoGraphModel
 
 BATCH_SIZE = 128
@@ -241,7 +242,7 @@ def main() -> None:
         {
             "torch_geometric": torch_geometric.__version__,
             "threads": args.threads,
-            "torch_geometric_import_seconds": import_seconds(),
+            "torch_geometric_import_seconds": import_seconds(min(3, args.repeats)),
             "cpu_count_os": os.cpu_count(),
             "batch_size": BATCH_SIZE,
             "model": "InfoGraph GIN, 3 layers, hidden 32, FF heads, JSD local-global loss, Adam",

@@ -5,9 +5,9 @@ does any work. For every stage this times, in a fresh interpreter, ``import hcl_
 hcl_cli.stages.<stage>`` under ``python -X importtime`` (the sum of the top-level cumulative
 times it prints), once with this checkout on ``sys.path`` and once with the baseline tree (a
 ``git worktree`` of an older commit), alternating, and records the median of the repeats, the
-third-party packages above 100 ms each and whether torchvision, sklearn, matplotlib and kornia were
-imported. Imports a stage makes later inside a function (sklearn's digits in prepare, kornia's
-SimCLR recipe) are not counted on either side.
+third-party packages above 100 ms each and whether torchvision, sklearn, matplotlib and kornia (the
+baseline's augmentation) were imported. Imports a stage makes later inside a function (sklearn's
+digits in prepare) are not counted on either side.
 
     git worktree add --detach /tmp/hcl-base 44d23fe
     python -m benchmarks.bench_imports --baseline-tree /tmp/hcl-base

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import write_result
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import ROOT, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
 CUDA_PACKAGES = ("torch", "triton", "nvidia", "cuda")
 """Top-level site-packages entries that the CUDA build of torch brings (by name prefix)."""
 

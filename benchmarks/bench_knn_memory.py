@@ -1,6 +1,7 @@
 """Peak working memory and wall time of the chunked weighted kNN, against the bound it promises.
 
-A synthetic bank of 200,000 x 512 float32 embeddings (100 classes) and 10,000 queries, k = 200.
+A synthetic bank of 200,000 x 512 float32 embeddings (100 classes) and 10,000 queries, k = 200 (``--bank`` and
+``--queries`` shrink them for a smoke run).
 Each chunking runs in a fresh subprocess, after a small warm-up call that pages in the kernels and
 starts the thread pool. The measured peak is what the call adds beyond its inputs: on the CPU, the
 process's peak resident set (``ru_maxrss``) after the call minus its resident set just before, with
@@ -11,6 +12,7 @@ CPU and streams to the GPU chunk by chunk). The promise is
 repository root::
 
     python -m benchmarks.bench_knn_memory --device cpu
+    python -m benchmarks.bench_knn_memory --device cpu --bank 5000 --queries 100   # a smoke run
 
 It writes ``benchmarks/results/knn_memory.json``.
 """
@@ -35,16 +37,17 @@ from hcl_cli.knn import knn_predict, knn_working_memory_bytes
 from hcl_cli.runtime import resolve_device
 
 BANK, QUERIES, DIM, K, NUM_CLASSES, TEMPERATURE = 200_000, 10_000, 512, 200, 100, 0.5
-CHUNKINGS = ((1024, 32768), (1024, 8192), (256, BANK))
+CHUNKINGS = ((1024, 32768), (1024, 8192), (256, None))
+"""(query chunk, bank chunk) pairs; None: the whole bank in one chunk."""
 MIB = 2**20
 
 
-def measure(device: torch.device, chunk_size: int, bank_chunk_size: int) -> dict[str, Any]:
+def measure(device: torch.device, bank_size: int, query_count: int, chunk_size: int, bank_chunk_size: int) -> dict[str, Any]:
     """Run one kNN on fresh synthetic data in this process; return its wall time and added peak memory."""
     generator = torch.Generator().manual_seed(0)
-    bank = torch.randn(BANK, DIM, generator=generator)
-    bank_labels = torch.randint(0, NUM_CLASSES, (BANK,), generator=generator)
-    queries = torch.randn(QUERIES, DIM, generator=generator).to(device)
+    bank = torch.randn(bank_size, DIM, generator=generator)
+    bank_labels = torch.randint(0, NUM_CLASSES, (bank_size,), generator=generator)
+    queries = torch.randn(query_count, DIM, generator=generator).to(device)
     options = {"k": K, "temperature": TEMPERATURE, "num_classes": NUM_CLASSES, "chunk_size": chunk_size, "bank_chunk_size": bank_chunk_size}
     knn_predict(bank[:4096], bank_labels[:4096], queries[:64], **options)
     if device.type == "cuda":
@@ -69,7 +72,7 @@ def _resident_bytes() -> int:
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def measure_in_subprocess(device: torch.device, chunk_size: int, bank_chunk_size: int) -> dict[str, Any]:
+def measure_in_subprocess(device: torch.device, bank_size: int, query_count: int, chunk_size: int, bank_chunk_size: int) -> dict[str, Any]:
     """:func:`measure` in a fresh interpreter, so earlier runs do not hide this one's peak."""
     command = [
         sys.executable,
@@ -77,6 +80,10 @@ def measure_in_subprocess(device: torch.device, chunk_size: int, bank_chunk_size
         "benchmarks.bench_knn_memory",
         "--device",
         str(device),
+        "--bank",
+        str(bank_size),
+        "--queries",
+        str(query_count),
         "--measure",
         str(chunk_size),
         str(bank_chunk_size),
@@ -91,6 +98,8 @@ def measure_in_subprocess(device: torch.device, chunk_size: int, bank_chunk_size
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--bank", type=int, default=BANK, help="bank embeddings")
+    parser.add_argument("--queries", type=int, default=QUERIES, help="query embeddings")
     parser.add_argument(
         "--measure",
         nargs=2,
@@ -101,15 +110,18 @@ def main() -> None:
     args = parser.parse_args()
     device = resolve_device(args.device)
     if args.measure:
-        print(json.dumps(measure(device, *args.measure)))
+        print(json.dumps(measure(device, args.bank, args.queries, *args.measure)))
         return
     runs = []
-    for chunk_size, bank_chunk_size in CHUNKINGS:
+    for chunk_size, whole_or_chunk in CHUNKINGS:
+        bank_chunk_size = whole_or_chunk or args.bank
         promise = (
-            knn_working_memory_bytes(QUERIES, DIM, k=K, num_classes=NUM_CLASSES, chunk_size=chunk_size, bank_chunk_size=bank_chunk_size)
+            knn_working_memory_bytes(
+                args.queries, DIM, k=K, num_classes=NUM_CLASSES, chunk_size=chunk_size, bank_chunk_size=bank_chunk_size
+            )
             / MIB
         )
-        measured = measure_in_subprocess(device, chunk_size, bank_chunk_size)
+        measured = measure_in_subprocess(device, args.bank, args.queries, chunk_size, bank_chunk_size)
         runs.append(
             {
                 "chunk_size": chunk_size,
@@ -127,11 +139,11 @@ def main() -> None:
         "knn_memory",
         {
             "setup": {
-                "bank": [BANK, DIM],
-                "queries": [QUERIES, DIM],
+                "bank": [args.bank, DIM],
+                "queries": [args.queries, DIM],
                 "k": K,
                 "num_classes": NUM_CLASSES,
-                "bank_mib": BANK * DIM * 4 / MIB,
+                "bank_mib": args.bank * DIM * 4 / MIB,
                 "load_average": os.getloadavg(),
             },
             "runs": runs,

@@ -6,6 +6,7 @@ stage (``hcl_cli.stages.linear_eval.run``): reading the embeddings, standardisin
 writing the metrics. Run from the repository root::
 
     python -m benchmarks.bench_linear
+    python -m benchmarks.bench_linear --train 500 --test 100   # a smoke run
 
 It writes ``benchmarks/results/linear_cpu.json``.
 """
@@ -33,12 +34,12 @@ TARGET_SECONDS = 120.0
 SETTINGS = ({"optimizer": "lbfgs"}, {"optimizer": "adam", "lr": 0.05})
 
 
-def synthetic_embeddings(path: Path) -> None:
-    """Write CIFAR-sized embeddings: class means 0.1 apart per feature, unit Gaussian noise."""
+def synthetic_embeddings(path: Path, train: int, test: int) -> None:
+    """Write ``train`` and ``test`` embeddings of CIFAR's width: class means 0.1 apart per feature, unit Gaussian noise."""
     generator = torch.Generator().manual_seed(0)
     means = 0.1 * torch.randn(NUM_CLASSES, DIM, generator=generator)
     tensors = {}
-    for split, count in zip(SPLITS, (TRAIN, TEST)):
+    for split, count in zip(SPLITS, (train, test)):
         labels = torch.arange(count) % NUM_CLASSES
         backbone = means[labels] + torch.randn(count, DIM, generator=generator)
         tensors |= {f"{split}_backbone": backbone, f"{split}_projection": backbone[:, :PROJECTION_DIM].clone(), f"{split}_labels": labels}
@@ -46,11 +47,14 @@ def synthetic_embeddings(path: Path) -> None:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", type=int, default=TRAIN, help="train embeddings")
+    parser.add_argument("--test", type=int, default=TEST, help="test embeddings")
+    args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         embeddings, metrics = Path(folder) / "embeddings.safetensors", Path(folder) / "linear.json"
-        synthetic_embeddings(embeddings)
+        synthetic_embeddings(embeddings, args.train, args.test)
         for overrides in SETTINGS:
             config = LinearConfig(embeddings=str(embeddings), out=str(metrics), device="cpu", **overrides)
             start = time.perf_counter()
@@ -62,8 +66,8 @@ def main() -> None:
         "linear_cpu",
         {
             "setup": {
-                "train": [TRAIN, DIM],
-                "test": [TEST, DIM],
+                "train": [args.train, DIM],
+                "test": [args.test, DIM],
                 "num_classes": NUM_CLASSES,
                 "threads": torch.get_num_threads(),
                 "load_average": os.getloadavg(),

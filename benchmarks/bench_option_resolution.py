@@ -35,15 +35,15 @@ import torch
 
 from benchmarks.common import load_average, prepared, write_result
 from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.datasets import load_split
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.image import step as step_module
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import build_training
 from hcl_cli.objectives import contrastive_loss
 from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.registry import RUNTIME_INPUTS, Sampler
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.option import Option
-from hcl_cli.training import step as step_module
-from hcl_cli.training.step import build_training
 
 
 def checking_loss(sampler: str) -> Any:

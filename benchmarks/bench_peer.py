@@ -1,12 +1,12 @@
 """Pretraining throughput of hcl against a peer, lightly's NT-Xent with a torchvision DataLoader, in one run.
 
-Both sides train the same model (``hcl_cli.models.build_model``: ResNet-18 with the CIFAR stem and
+Both sides train the same model (``hcl_cli.image.networks.build_model``: ResNet-18 with the CIFAR stem and
 HCL's projection head, built from the same seed) on the same CIFAR-10 train images at the same
 batch size and precision (bf16 autocast on CUDA, float32 on the CPU), with Adam at hcl's lr and
 weight decay:
 
 - ``hcl``: the product's loop, :func:`hcl_cli.training.loop.train_one_epoch` with the step
-  :func:`hcl_cli.training.step.build_training` makes (uint8 set resident on the device, batched
+  :func:`hcl_cli.image.step.build_training` makes (uint8 set resident on the device, batched
   augmentation there, both views in one forward, the ``--sampler`` loss; ucl is SimCLR's
   NT-Xent), stopped after ``--steps`` steps through ``max_steps``;
 - ``peer``: the SimCLR recipe as lightly's examples run it: a ``torch.utils.data.DataLoader``
@@ -52,9 +52,10 @@ from benchmarks.bench_augment import TwoViews, torchvision_simclr
 from benchmarks.check_cifar10_prepare import ARCHIVE
 from benchmarks.common import cpu_count, load_average, prepared, synchronize, timed_epochs, training_run, write_result
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import DatasetCard, load_split
 from hcl_cli.distributed import DistributedContext, distributed_context
-from hcl_cli.models import build_model
+from hcl_cli.image.card import DatasetCard
+from hcl_cli.image.networks import build_model
+from hcl_cli.image.prepared import load_split
 
 SEED = 0
 CLASSES = 10
@@ -169,7 +170,7 @@ def main() -> None:
             "note": "CPU smoke run with tiny settings: checks the benchmark runs, not a throughput claim"
             if device.type == "cpu"
             else "throughput comparison",
-            "model": "resnet18 (CIFAR stem) + projection head, hcl_cli.models.build_model",
+            "model": "resnet18 (CIFAR stem) + projection head, hcl_cli.image.networks.build_model",
             "precision": "bf16 autocast" if device.type == "cuda" else "float32",
             "settings": {
                 "train_images": len(images),

@@ -1,7 +1,7 @@
 """Pretraining throughput: images per second and epoch time of the real training loop.
 
 Runs :func:`hcl_cli.training.loop.train_one_epoch` with the step that
-:func:`hcl_cli.training.step.build_training` makes (data order, index slicing of the
+:func:`hcl_cli.image.step.build_training` makes (data order, index slicing of the
 device-resident uint8 set, two batched augmented views, forward, loss, backward, Adam) on a
 prepared folder, after one untimed warm-up step (for ``--compile``, the compilation). An image counts once, although it
 gives two views. No checkpoint is written and no probe runs, so the figures are the training loop
@@ -29,8 +29,8 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import load_average, prepared, timed_epochs, training_run, write_result
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_card
 from hcl_cli.distributed import distributed_context
+from hcl_cli.image.card import load_card
 from hcl_cli.runtime import resolve_device
 
 SYNTHETIC_CLASSES = 10
@@ -59,7 +59,7 @@ def benchmark(config: PretrainConfig) -> tuple[dict[str, object], dict[str, obje
         "arch": training.model.arch,
         "dataset": card.name,
         "image_shape": card.image_shape,
-        "train_images": len(training.images),
+        "train_images": len(training.samples),
         "batch_size": config.batch_size,
         "steps_per_epoch": steps_per_epoch,
         "sampler": config.sampler,

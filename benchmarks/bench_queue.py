@@ -1,6 +1,6 @@
 """Step time against the queue size K of the momentum encoder, relative to K = 0 at the same batch size.
 
-A step is ``hcl_cli.training.step.TrainingStep`` as ``build_training`` makes it for ``hcl pretrain
+A step is ``hcl_cli.image.step.TrainingStep`` as ``build_training`` makes it for ``hcl pretrain
 --queue-size K``: two augmented views of a uint8 batch of B prepared digits, the small CNN and its
 projection head on both; with K > 0 also the moving average of the key encoder, its forward pass
 on both views, the loss over the 2B + K candidates and the keys' entry into the queue; then the
@@ -38,9 +38,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import interleaved_step_times, load_average, median_ratio, prepared, write_result
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_split
 from hcl_cli.distributed import distributed_context
-from hcl_cli.training.step import TrainingStep, build_training
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import TrainingStep, build_training
 
 QUEUE_SIZES = (0, 4096, 16384, 65536)
 SEED = 0
@@ -114,7 +114,7 @@ def main() -> None:
                 f"{row['cpu_ratio_to_k0']:7.3f}x   queue {row['queue_bytes'] / 2**20:8.2f} MiB"
             )
     payload = {
-        "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, key encoder average and forward, forward, loss over the candidates, backward, grad norm, Adam, enqueue)",
+        "step": "hcl_cli.image.step.TrainingStep from build_training (augmentation, key encoder average and forward, forward, loss over the candidates, backward, grad norm, Adam, enqueue)",
         "queue_mode": args.queue_mode,
         "model": f"small_cnn on prepared digits {card.image_shape}, projection_dim {args.projection_dim}",
         "samplers": args.samplers,

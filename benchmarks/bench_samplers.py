@@ -1,6 +1,6 @@
 """Cost of each negative sampler: one step of the real training step, relative to ucl in the same run.
 
-A step is ``hcl_cli.training.step.TrainingStep`` as ``build_training`` makes it for ``hcl
+A step is ``hcl_cli.image.step.TrainingStep`` as ``build_training`` makes it for ``hcl
 pretrain``: two augmented views of a uint8 batch of B prepared digits (1 x 8 x 8), the small CNN
 and its projection head on both, the sampler's contrastive loss, the backward, the gradient norm
 and Adam (bf16 autocast on CUDA). Every sampler in ``hcl_cli.objectives.registry.SAMPLERS`` gets
@@ -33,10 +33,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import interleaved_step_times, load_average, median_ratio, prepared, write_result
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_split
 from hcl_cli.distributed import distributed_context
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import build_training
 from hcl_cli.objectives.registry import SAMPLERS
-from hcl_cli.training.step import build_training
 
 TARGETS = {"debiased": 1.05, "hucl": 1.05, "scl": 1.05, "hscl": 1.05, "ot": 1.25, "undimix": 1.5}
 SEED = 0
@@ -94,7 +94,7 @@ def main() -> None:
             f"{name:15s} {row['median_step_ms']:8.2f} ms {ratio:6.3f}x   cpu {row['median_step_cpu_ms']:8.2f} ms {row['cpu_ratio_to_ucl']:6.3f}x   target {target or '-'}"
         )
     payload = {
-        "step": "hcl_cli.training.step.TrainingStep from build_training (augmentation, forward, loss, backward, grad norm, Adam)",
+        "step": "hcl_cli.image.step.TrainingStep from build_training (augmentation, forward, loss, backward, grad norm, Adam)",
         "model": f"small_cnn on prepared digits {card.image_shape}, projection_dim {configs['ucl'].projection_dim}",
         "threads": torch.get_num_threads(),
         "batch_size": args.batch_size,

@@ -1,7 +1,8 @@
 """What every benchmark result records (the machine, the device, torch, the date and the command), and shared helpers.
 
 Every script runs from the repository root either way: ``python -m benchmarks.NAME`` or
-``python benchmarks/NAME.py`` (each script puts the repository root on ``sys.path`` first).
+``python benchmarks/NAME.py`` (each script puts the repository root on ``sys.path`` first). Results go to
+``benchmarks/results/``, or to the folder ``HCL_BENCHMARK_RESULTS`` names (the tests' and the device check's smoke runs).
 """
 
 from __future__ import annotations
@@ -22,22 +23,23 @@ from tqdm import tqdm
 
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PrepareConfig, PretrainConfig
-from hcl_cli.datasets import CARD_FILE, DatasetCard, load_card, load_split
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.image.card import CARD_FILE, DatasetCard, load_card
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import TrainingStep, build_training
 from hcl_cli.stages import prepare
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
-from hcl_cli.training.step import TrainingStep, build_training
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(os.environ.get("HCL_BENCHMARK_RESULTS") or ROOT / "benchmarks" / "results")
 
 
 def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
     """Machine, device name, library versions, date and the command line of this run."""
     device = torch.device(device)
     processor = platform.processor() or platform.machine()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else processor
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model() or processor
     return {
         "machine": {
             "node": platform.node(),
@@ -46,7 +48,8 @@ def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
             "cpus": cpu_count(),
             "system": platform.platform(),
         },
-        "device": {"type": device.type, "name": name},
+        "device": device.type,
+        "device_name": name,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -95,9 +98,9 @@ def timed_epochs(training: TrainingRun, epochs: int, warmup: int) -> list[float]
     """Seconds of each of ``epochs`` epochs of the product's loop (``train_one_epoch``; ``max_steps``
     may end the last early), after ``warmup`` untimed steps (for ``compile``, the compilation)."""
     config, device = training.config, training.context.device
-    batch = slice(0, config.batch_size)
+    batch = torch.arange(config.batch_size, device=training.samples.device)
     for _ in range(warmup):
-        training.step(training.images[batch], training.labels[batch], config.loss_options(0))
+        training.step(training.samples[batch], training.labels[batch], config.loss_options(0))
     clock = RunClock(training.steps_per_epoch * epochs, epochs, training.steps_per_epoch, device, plain=False, reported=True)
     seconds = []
     for epoch in range(epochs):

@@ -44,6 +44,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, prepared, write_result
 from hcl_cli.config import EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig
+from hcl_cli.runtime import resolve_device
 from hcl_cli.stages import embed, knn_eval, linear_eval, pretrain
 from hcl_cli.training.signals import TrainingInterrupted
 
@@ -205,6 +206,7 @@ def main() -> None:
     write_result(
         f"reproduce_{args.name}",
         {"complete": complete, "work": str(table.work), "prepare": prepare_values, "sets": rows, "invocations": invocations},
+        resolve_device(args.device),
     )
     if not complete:
         print(f"{stopped}; rerun the same command to continue", file=sys.stderr)

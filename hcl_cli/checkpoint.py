@@ -6,7 +6,8 @@ optimizer's state (its per-parameter tensors flattened into safetensors, its ``p
 JSON), the RNG states of torch (CPU and every CUDA device), NumPy and Python, the position in
 training (the next epoch and the steps of it already done), the training loop's JSON state (the
 sampler's current beta and threshold, the epoch's running sums) and the run's identity (the
-config's parameters and the dataset), which a resume must match except for ``epochs``. Tensors
+config's parameters, the dataset, and the sha256 of the prepared dataset's files it trains on),
+which a resume must match except for ``epochs``. Tensors
 go to ``NAME.safetensors`` and the rest to its JSON sidecar, both through
 :func:`hcl_cli.artifacts.save_artifact` (atomic). Nothing is pickled.
 
@@ -16,6 +17,9 @@ a pointer file ``latest.json`` naming it. A save writes the new pair first, then
 the pointer on a complete checkpoint, the previous one or the new one, never on half of one. A
 folder whose pointer is gone (deleted by hand) resumes from its newest complete pair, one whose
 tensor file matches the sha256 its sidecar records; the pointer is never the only record of a run.
+The store deletes only checkpoint pairs and their temporary files, and ``pretrain`` refuses a folder
+whose pointer or checkpoint-named files hcl did not write (:meth:`CheckpointStore.check_replaceable`).
+The optimizer's and the RNGs' states are converted by :mod:`hcl_cli.checkpoint_state`.
 """
 
 from __future__ import annotations
@@ -23,30 +27,32 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from hcl_cli.artifacts import (
     TensorSpec,
+    check_replaceable,
     first_line,
     is_finite_number,
+    json_output,
     library_versions,
     load_artifact,
     read_json,
     save_artifact,
     sidecar_path,
+    tensor_output,
     write_json,
 )
+from hcl_cli.checkpoint_state import capture_rng, flatten_optimizer, match_parameter_layouts, restore_rng, unflatten_optimizer
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.training.log import read_history
+from hcl_cli.history import read_history
 
 CHECKPOINT_KIND = "checkpoint"
 POINTER_FILE = "latest.json"
@@ -54,6 +60,13 @@ CHECKPOINT_TENSORS = {"rng.torch": TensorSpec(torch.uint8, 1), "rng.numpy": Tens
 RESUMABLE_CHANGES = ("epochs",)
 CHECKPOINT_NAME = re.compile(r"epoch-(\d{4,})-step-(\d{6,})\.safetensors")
 """The file name :attr:`TrainingPosition.name` gives a checkpoint's tensors."""
+CHECKPOINT_FILE = re.compile(r"epoch-\d{4,}-step-\d{6,}\.(safetensors|json)")
+"""A checkpoint's tensors or sidecar: the only files of the folder a save or a fresh start deletes, with their temporary files."""
+CHECKPOINT_TEMPORARY = re.compile(r"\.(hcl\.)?(epoch-\d{4,}-step-|latest\.json).*\.tmp")
+"""The temporary file of a checkpoint or of the pointer that a killed save left (:func:`~hcl_cli.artifacts.temp_sibling`;
+``.NAME.<random>.tmp`` from earlier versions)."""
+CHECKPOINT_OUTPUT = tensor_output("checkpoint", (CHECKPOINT_KIND,))
+POINTER_OUTPUT = json_output("checkpoint pointer", ("checkpoint",), lambda values: isinstance(values["checkpoint"], str))
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,15 @@ class CheckpointStore:
     @property
     def pointer(self) -> Path:
         return self.folder / POINTER_FILE
+
+    def check_replaceable(self, option: str) -> None:
+        """Refuse, before training, a folder whose files a save or a fresh start would replace or delete (the pointer, a
+        file named as a checkpoint) when one is not hcl's own (:func:`~hcl_cli.artifacts.check_replaceable`); ``option``
+        names the output that holds the folder. Its other files are never touched."""
+        check_replaceable(option, self.pointer, POINTER_OUTPUT)
+        names = os.listdir(self.folder) if self.folder.is_dir() else []
+        for path in sorted({(self.folder / name).with_suffix(".safetensors") for name in names if CHECKPOINT_FILE.fullmatch(name)}):
+            check_replaceable(option, path, CHECKPOINT_OUTPUT)
 
     def latest(self) -> Path | None:
         """The newest complete checkpoint, or None when the folder holds none.
@@ -159,8 +181,8 @@ class CheckpointStore:
         path = self.folder / f"{position.name}.safetensors"
         if self.latest() == path:
             return path
-        optimizer_tensors, optimizer_groups = _flatten_optimizer(optimizer)
-        rng_tensors, rng_json = _capture_rng()
+        optimizer_tensors, optimizer_groups = flatten_optimizer(optimizer)
+        rng_tensors, rng_json = capture_rng()
         tensors = {**{f"model.{name}": t for name, t in model.state_dict().items()}, **optimizer_tensors, **rng_tensors}
         meta = {
             "position": {"epoch": position.epoch, "step": position.step},
@@ -213,12 +235,30 @@ class CheckpointStore:
         loop_state = _read_loop_state(path, sidecar.get("loop_state"), epoch_total_fields)
         try:
             model.load_state_dict({name.removeprefix("model."): t for name, t in tensors.items() if name.startswith("model.")})
-            optimizer.load_state_dict(_unflatten_optimizer(tensors, sidecar["optimizer"]["param_groups"]))
-            _match_parameter_layouts(optimizer)
-            _restore_rng(tensors, sidecar["rng"])
+            optimizer.load_state_dict(unflatten_optimizer(tensors, sidecar["optimizer"]["param_groups"]))
+            match_parameter_layouts(optimizer)
+            restore_rng(tensors, sidecar["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise HclError(f"{path}: not a checkpoint of this model ({first_line(exc)})") from exc
         return Checkpoint(position, loop_state, path)
+
+    def unfinished(self, identity: Mapping[str, Any]) -> str | None:
+        """The newest checkpoint when it is an unfinished run, which a fresh start is about to delete: where it stopped
+        and whether ``identity`` differs from its (:func:`identity_changes`); None when there is none, or when it is a
+        finished run's or cannot be read (nothing to warn of)."""
+        try:
+            path = self.latest()
+            if path is None:
+                return None
+            sidecar = read_json(sidecar_path(path), what="checkpoint sidecar")
+            saved, position = sidecar["identity"], _read_position(path, sidecar["position"])
+            if position.epoch >= saved["epochs"]:
+                return None
+        except (HclError, KeyError, TypeError):
+            return None
+        changes = identity_changes(saved, identity)
+        settings = f"other settings ({changes})" if changes else "these settings (--resume continues it)"
+        return f"{path} is an unfinished run ({position.describe()} of {saved['epochs']} epochs) of {settings}"
 
     def clear(self) -> None:
         """Delete every checkpoint (a fresh run starts over), the pointer first."""
@@ -226,12 +266,11 @@ class CheckpointStore:
         self._remove_all_but(None)
 
     def _remove_all_but(self, keep: Path | None) -> None:
-        """Delete older checkpoint pairs, and the temporary files of a killed save (ours and safetensors')."""
+        """Delete the older checkpoint pairs and the temporary files of a killed save; nothing else in the folder."""
         kept = {keep.name, sidecar_path(keep).name} if keep else set()
-        for pattern in ("epoch-*", ".*.tmp", ".tmp*"):
-            for path in self.folder.glob(pattern):
-                if path.name not in kept:
-                    path.unlink(missing_ok=True)
+        for name in os.listdir(self.folder) if self.folder.is_dir() else []:
+            if name not in kept and (CHECKPOINT_FILE.fullmatch(name) or CHECKPOINT_TEMPORARY.fullmatch(name)):
+                (self.folder / name).unlink(missing_ok=True)
 
 
 def _is_complete(path: Path) -> bool:
@@ -260,7 +299,7 @@ def _read_position(path: Path, recorded: Any) -> TrainingPosition:
 
 def _read_loop_state(path: Path, recorded: Any, epoch_total_fields: Collection[str] | None) -> dict[str, Any]:
     """The sidecar's ``loop_state``, its ``epoch_totals`` (if any, or if fields are asked for) an object of numbers, its
-    ``history`` (if any) rows of metrics under the names the training log writes (:func:`~hcl_cli.training.log.read_history`)."""
+    ``history`` (if any) rows of metrics under the names the training log writes (:func:`~hcl_cli.history.read_history`)."""
     if not isinstance(recorded, dict):
         raise HclError(f"{path}: the sidecar records no 'loop_state' object (got {recorded!r})")
     if "history" in recorded:
@@ -283,68 +322,15 @@ def _read_loop_state(path: Path, recorded: Any, epoch_total_fields: Collection[s
     return dict(recorded)
 
 
+def identity_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+    """Every key (but those of :data:`RESUMABLE_CHANGES`) whose value differs, ``beta 1.0 -> 2.0, ...``; empty when none does."""
+    changed = [key for key in sorted(saved.keys() | current.keys()) if key not in RESUMABLE_CHANGES and saved.get(key) != current.get(key)]
+    return ", ".join(f"{key} {saved.get(key)!r} -> {current.get(key)!r}" for key in changed)
+
+
 def _check_identity(path: Path, saved: Any, current: Mapping[str, Any]) -> None:
     """Raise :class:`CheckpointMismatch` naming every key (but ``epochs``) whose value differs."""
     if not isinstance(saved, dict):
         raise HclError(f"{path}: the sidecar records no 'identity' (parameters and dataset)")
-    changed = [key for key in sorted(saved.keys() | current.keys()) if key not in RESUMABLE_CHANGES and saved.get(key) != current.get(key)]
-    if changed:
-        differences = ", ".join(f"{key} {saved.get(key)!r} -> {current.get(key)!r}" for key in changed)
+    if differences := identity_changes(saved, current):
         raise CheckpointMismatch(f"{path} was made with other settings ({differences})")
-
-
-def _flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
-    """The optimizer's per-parameter state as ``optimizer.<index>.<slot>`` tensors, and its param_groups as JSON."""
-    state = optimizer.state_dict()
-    tensors = {
-        f"optimizer.{index}.{slot}": torch.as_tensor(value) for index, slots in state["state"].items() for slot, value in slots.items()
-    }
-    return tensors, state["param_groups"]
-
-
-def _unflatten_optimizer(tensors: Mapping[str, torch.Tensor], param_groups: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rebuild a state_dict for ``Optimizer.load_state_dict`` from :func:`_flatten_optimizer`'s output."""
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for name, tensor in tensors.items():
-        if name.startswith("optimizer."):
-            _, index, slot = name.split(".", 2)
-            state.setdefault(int(index), {})[slot] = tensor
-    return {"state": state, "param_groups": param_groups}
-
-
-def _match_parameter_layouts(optimizer: torch.optim.Optimizer) -> None:
-    """Give each restored per-parameter state tensor its parameter's strides (e.g. channels_last).
-
-    safetensors stores tensors contiguous, and fused Adam refuses states whose layout differs from
-    the parameter's ("params, grads, exp_avgs, and exp_avg_sqs must have same ... layout").
-    """
-    for parameter, slots in optimizer.state.items():
-        for slot, value in slots.items():
-            if value.shape == parameter.shape:
-                slots[slot] = torch.empty_like(parameter, dtype=value.dtype).copy_(value)
-
-
-def _capture_rng() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Every RNG that training draws from: torch (CPU, each CUDA device), NumPy's and Python's global ones."""
-    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
-    version, python_state, gauss_next = random.getstate()
-    tensors = {"rng.torch": torch.get_rng_state(), "rng.numpy": torch.from_numpy(keys.astype(np.int64))}
-    if torch.cuda.is_available():
-        tensors |= {f"rng.cuda.{index}": state for index, state in enumerate(torch.cuda.get_rng_state_all())}
-    rng_json = {
-        "numpy": {"kind": kind, "position": int(position), "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)},
-        "python": {"version": version, "state": list(python_state), "gauss_next": gauss_next},
-    }
-    return tensors, rng_json
-
-
-def _restore_rng(tensors: Mapping[str, torch.Tensor], rng_json: Mapping[str, Any]) -> None:
-    torch.set_rng_state(tensors["rng.torch"])
-    for index in range(torch.cuda.device_count()):
-        if f"rng.cuda.{index}" in tensors:
-            torch.cuda.set_rng_state(tensors[f"rng.cuda.{index}"], index)
-    numpy_state = rng_json["numpy"]
-    keys = tensors["rng.numpy"].numpy().astype(np.uint32)
-    np.random.set_state((numpy_state["kind"], keys, numpy_state["position"], numpy_state["has_gauss"], numpy_state["cached_gaussian"]))
-    python_state = rng_json["python"]
-    random.setstate((python_state["version"], tuple(python_state["state"]), python_state["gauss_next"]))

@@ -15,12 +15,14 @@ import errno
 import inspect
 import os
 import sys
+import textwrap
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
 
 from hcl_cli.config.base import StageConfig
 from hcl_cli.config.embed import EmbedConfig
@@ -31,7 +33,7 @@ from hcl_cli.config.prepare import PrepareConfig
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.config.report import ReportConfig
 from hcl_cli.errors import HclError
-from hcl_cli.option import Option, option_name, parse_bool
+from hcl_cli.option import Option, option_name, parse_bool, parse_number
 from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
 from hcl_cli.training.signals import Interrupted, exit_with, interrupt_policy
 from hcl_cli.versions import check_torch_pair
@@ -39,12 +41,66 @@ from hcl_cli.versions import check_torch_pair
 # Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
 _CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
+FLAG_COLUMN = 24
+"""The widest first column of a help listing (a flag with its value, a command); a longer one puts its text on the next line."""
+
+
+def write_definitions(formatter: Any, rows: Sequence[tuple[str, str]]) -> None:
+    """click's definition list (``HelpFormatter.write_dl``: a term, its text wrapped beside it) without splitting a word at
+    its hyphens, so that a flag named in a text (``--gin-hidden``) stays whole."""
+    if not rows:
+        return
+    column = min(max(len(term) for term, _ in rows), FLAG_COLUMN) + 2
+    margin = " " * formatter.current_indent
+    wrapper = textwrap.TextWrapper(width=max(formatter.width - formatter.current_indent - column, 20), break_on_hyphens=False)
+    for term, text in rows:
+        lines = wrapper.wrap(text)
+        if lines and len(term) + 2 <= column:
+            formatter.write(f"{margin}{term.ljust(column)}{lines.pop(0)}\n")
+        else:
+            formatter.write(f"{margin}{term}\n")
+        formatter.write("".join(f"{margin}{' ' * column}{line}\n" for line in lines))
+
+
+def write_parameters(command: Any, ctx: Any, formatter: Any) -> None:
+    """``command``'s arguments and options under the headings of Typer's panels (Parameters, Runtime options, Options)."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is not None:
+            default_panel = "Arguments" if param.param_type_name == "argument" else "Options"
+            sections.setdefault(getattr(param, "rich_help_panel", None) or default_panel, []).append(record)
+    for heading, rows in sections.items():
+        with formatter.section(heading):
+            write_definitions(formatter, rows)
+
+
+class HelpCommand(typer.core.TyperCommand):
+    """A command whose ``--help`` is plain text that fits the terminal (at most 80 columns; Typer's Rich layout left a
+    column of 26 characters for the texts there): the options by panel, each text wrapped beside its flag."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        write_parameters(self, ctx, formatter)
+
+
+class HelpGroup(typer.core.TyperGroup):
+    """``hcl --help``: plain text like :class:`HelpCommand`'s, each command with the whole first sentence of its help."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        write_parameters(self, ctx, formatter)
+        commands = [(name, self.commands[name]) for name in self.list_commands(ctx) if not self.commands[name].hidden]
+        with formatter.section("Commands"):
+            write_definitions(formatter, [(name, command.get_short_help_str(limit=sys.maxsize)) for name, command in commands])
+
+
 app = typer.Typer(
     name="hcl",
+    cls=HelpGroup,
     help="Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 DEBUG_HELP = "Show the traceback of an error (any internal error included); accepted anywhere on the command line."
 
@@ -100,12 +156,6 @@ STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
 }
 
 
-def literal(text: str) -> str:
-    """``text`` as Typer's Rich help prints it verbatim: an opening bracket escaped, so that
-    ``E_q[z_i.z_j]`` or a range ``[0.001, 1000.0]`` is not read as markup and dropped."""
-    return text.replace("[", "\\[")
-
-
 STREAM_ERRORS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EFBIG, errno.EIO, errno.EDQUOT})
 """The errors of a write to standard output that is full or closed (an error naming no file)."""
 
@@ -115,13 +165,16 @@ PARAMS_HELP = "Read this stage's parameters from FILE (its group in a params.yam
 def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
     """A Typer command whose options are ``config_cls``'s declared options; it runs the stage."""
     options = config_cls.declared_options()
-    # A boolean *parameter* takes a value (``--clip true``), as params.yaml spells it.
+    # A boolean *parameter* takes a value (``--clip true``), as params.yaml spells it; so does a number (``1_0`` is not 10).
     valued_bools = {option.name for option in options if option.type is bool and not option.runtime}
+    numbers = {option.name: option.type for option in options if option.type in (int, float)}
 
     def command(ctx: typer.Context, params: str | None = None, **given: Any) -> None:
         explicit = {name: value for name, value in given.items() if ctx.get_parameter_source(name).name == "COMMANDLINE"}
         for name in valued_bools & explicit.keys():
             explicit[name] = parse_bool(option_name(name), explicit[name])
+        for name in numbers.keys() & explicit.keys():
+            explicit[name] = parse_number(option_name(name), explicit[name], numbers[name])
         planned, where = read_group(Path(params), config_cls) if params else ({}, {})
         sources = {name: label for name, label in where.items() if name not in explicit}
         check_torch_pair()
@@ -138,24 +191,27 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
     return command
 
 
+NUMBER_METAVARS = {int: "<int>", float: "<float>"}
+"""How ``--help`` names a number's value, as Typer does (the command reads it as text: :func:`~hcl_cli.option.parse_number`)."""
+
+
 def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
-    """``option`` as a keyword parameter of a Typer command."""
+    """``option`` as a keyword parameter of a Typer command; a valued boolean and a number are taken as text."""
     choices = ("true", "false") if valued else option.choices
-    metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else None
-    help_text = f"{option.help} Range {option.range}." if option.range else option.help
+    metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else NUMBER_METAVARS.get(option.type)
     typer_option = typer.Option(
-        option.flag, help=literal(help_text), metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
+        option.flag, help=option.described_help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
     )
-    annotation = Annotated[str if valued else option.type, typer_option]
+    annotation = Annotated[str if valued or option.type in NUMBER_METAVARS else option.type, typer_option]
     default = str(option.default).lower() if valued else option.default
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
 for _config_cls in STAGE_CONFIGS:
-    app.command(_config_cls.command, help=literal(_config_cls.__doc__ or ""))(stage_command(_config_cls))
+    app.command(_config_cls.command, cls=HelpCommand, help=_config_cls.__doc__ or "")(stage_command(_config_cls))
 
 
-@app.command("params")
+@app.command("params", cls=HelpCommand)
 def params(
     table: Annotated[
         bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as the README has it).")
@@ -165,31 +221,47 @@ def params(
     write_stdout(sampler_options_markdown() if table else default_params_yaml())
 
 
-@app.command("preset")
+@app.command("preset", cls=HelpCommand)
 def preset(
-    name: Annotated[str | None, typer.Argument(help="The preset to write; none lists them.")] = None,
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="The preset to write; none lists them.")] = None,
     params_file: Annotated[str, typer.Option("--params", metavar="FILE", help="The params file to write.")] = "params.yaml",
     table: Annotated[bool, typer.Option("--table", help="List the presets as a Markdown table.")] = False,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate/--no-estimate", help="After writing, estimate the run's time and peak memory on this machine (a few timed steps)."
+        ),
+    ] = True,
 ) -> None:
-    """List the papers' experiments (paper, table, dataset, reported top-1), or write one's prepare, pretrain and linear groups into params.yaml for dvc repro / dvc exp run."""
+    """List the papers' experiments (paper, table, dataset, reported top-1), or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, and say what the run would cost here."""
     from hcl_cli import presets
 
-    write_stdout(presets.apply(name, Path(params_file)) if name else presets.listing(markdown=table))
+    if name is None:
+        write_stdout(presets.listing(markdown=table))
+        return
+    write_stdout(presets.apply(name, Path(params_file)))
+    if estimate:
+        write_stdout(presets.estimate(name))
 
 
-@app.command("compare")
+@app.command("compare", cls=HelpCommand)
 def compare(
     out: Annotated[str, typer.Option(help="Output prefix: writes OUT.md and OUT.csv.")] = "reports/compare",
     sampler: Annotated[list[str] | None, typer.Option(help="Only experiments of this sampler (repeatable).")] = None,
     where: Annotated[
         list[str] | None, typer.Option(help="Only experiments whose parameter has this value, e.g. pretrain.beta=1 (repeatable).")
     ] = None,
-    name: Annotated[str | None, typer.Option(help="Only experiments whose name matches this pattern, e.g. 'beta-*'.")] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Only experiments whose name matches this pattern, e.g. 'beta-*' (dvc exp run -n beta).")
+    ] = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="The dataset to compare (prepare.name for tu, else prepare.dataset); default: most experiments'.")
+    ] = None,
 ) -> None:
     """Tabulate the workspace and every DVC experiment (dvc exp show --json): the parameters that vary against kNN and linear top-1, with 95% intervals."""
     from hcl_cli.stages import compare as compare_stage
 
-    compare_stage.run(out, compare_stage.Selection(tuple(sampler or ()), tuple(where or ()), name))
+    compare_stage.run(out, compare_stage.Selection(tuple(sampler or ()), tuple(where or ()), name, dataset))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -211,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
         _fail(prog, exc.format_message().replace("\n", " "), exc.exit_code, debug)
     except HclError as exc:
         _fail(prog, str(exc).replace("\n", " "), exc.exit_code, debug)
-    except (KeyboardInterrupt, Interrupted):
+    except Interrupted as exc:
+        _fail(prog, str(exc), exc.exit_code, debug)
+    except KeyboardInterrupt:
         _fail(prog, "interrupted", 130, debug)
     except OSError as exc:
         if exc.filename is None and exc.errno in STREAM_ERRORS:  # printing, e.g. --help, to a full disk or a closed pipe

@@ -3,7 +3,7 @@
 - :func:`hscl_diagnostics`: on one batch, the share of anchors meeting H-SCL Assumption 1 and the
   four losses UCL, SCL, H-UCL and H-SCL side by side (Jiang et al., H-SCL, Sec. V-B, Figs. 4-5).
 - :func:`label_pair_similarities`: cosine similarities of same-label and different-label pairs
-  (Robinson et al., HCL, Fig. 5).
+  (Robinson et al., HCL, Fig. 5), drawn at random; :func:`distinct_label_pairs`: of every distinct pair.
 - :func:`hardest_negatives`: the negatives a sampler weights highest for a few anchors (HCL Fig. 12).
 """
 
@@ -114,6 +114,16 @@ def label_pair_similarities(embeddings: Tensor, labels: Tensor, *, pairs: int, s
     outside = (torch.rand(pairs, generator=generator) * (len(order) - size[first])).long()
     second = torch.where(outside < start[first], outside, outside + size[first])
     return same, cosine(first, second)
+
+
+def distinct_label_pairs(embeddings: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """Cosine similarities of every distinct pair of ``embeddings`` (each unordered pair once, no sample with itself),
+    split into the same-label and the different-label ones: two 1-D CPU tensors (n (n - 1) / 2 values in all)."""
+    unit = F.normalize(embeddings.float(), dim=1)
+    first, second = torch.triu_indices(len(labels), len(labels), offset=1, device=unit.device)
+    cosines = (unit[first] * unit[second]).sum(dim=1).cpu()
+    same = (labels.to(unit.device)[first] == labels.to(unit.device)[second]).cpu()
+    return cosines[same], cosines[~same]
 
 
 @dataclass(frozen=True)

@@ -113,19 +113,19 @@ class DistributedContext:
         if not self.is_main:
             seed_everything(derived_seed(seed, self.rank, epoch, step))
 
-    def steps_per_epoch(self, size: int, batch_size: int, keep_last: bool = False) -> int:
-        """Global steps of ``batch_size`` images per rank in an epoch of ``size`` images (the tail is dropped,
+    def steps_per_epoch(self, size: int, batch_size: int, keep_last: bool = False, *, noun: str = "image") -> int:
+        """Global steps of ``batch_size`` samples per rank in an epoch of ``size`` samples (the tail is dropped,
         or with ``keep_last``, in one process, kept as a last smaller step when it holds at least 2 samples).
 
-        Raises a one-line UsageError when one global batch (``batch_size`` x world size) is larger
-        than the data.
+        Raises a one-line UsageError, naming the samples as ``noun``, when one global batch (``batch_size`` x
+        world size) is larger than the data, whether or not a partial batch would be kept.
         """
+        if batch_size * self.world_size > size:
+            processes = f" x {self.world_size} processes" if self.world_size > 1 else ""
+            raise UsageError(f"--batch-size {batch_size}{processes} is larger than the {size} training {noun}s")
         steps = size // (batch_size * self.world_size)
         if keep_last and self.world_size == 1 and size % batch_size >= 2:
             steps += 1
-        if steps == 0:
-            processes = f" x {self.world_size} processes" if self.world_size > 1 else ""
-            raise UsageError(f"--batch-size {batch_size}{processes} is larger than the {size} training images")
         return steps
 
     def shard_batches(self, order: Tensor, batch_size: int, keep_last: bool = False) -> Sequence[Tensor]:

@@ -2,9 +2,11 @@
 
 ``data/embeddings.safetensors`` (kind ``"embeddings"``) holds the frozen encoder's features of the
 train and test splits: ``{split}_backbone`` float32 (N, F), ``{split}_projection`` float32 (N, P) and
-``{split}_labels`` int64 (N,), with the dataset's ``classes`` in the sidecar. :func:`save_embeddings`
-is the only writer and :func:`load_embeddings` the only reader; both refuse an inconsistent file
-with one line naming it.
+``{split}_labels`` int64 (N,), with the dataset's ``classes`` in the sidecar, and under ``inputs`` the
+sha256 of the encoder and of the prepared dataset's files they embed (:mod:`hcl_cli.artifacts.binding`),
+beside the encoder's own record of the prepared dataset it trained on (``encoder.inputs``).
+:func:`save_embeddings` is the only writer and :func:`load_embeddings` the only reader; both refuse an
+inconsistent file with one line naming it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import TensorSpec, library_versions, load_artifact, save_artifact
+from hcl_cli.artifacts import TensorSpec, check_made_from, library_versions, load_artifact, read_inputs, save_artifact, tensor_output
 from hcl_cli.config.base import FEATURES
 from hcl_cli.errors import HclError, UsageError
 
 EMBEDDINGS_KIND = "embeddings"
+EMBEDDINGS_OUTPUT = tensor_output("embeddings artifact", (EMBEDDINGS_KIND,))
+"""The embeddings as an output (:func:`~hcl_cli.artifacts.check_replaceable`)."""
 SPLITS = ("train", "test")
 TENSOR_SPECS: dict[str, TensorSpec] = {
     **{f"{split}_{feature}": TensorSpec(torch.float32, 2) for split in SPLITS for feature in FEATURES},
@@ -38,6 +42,11 @@ class EvalSet:
     test_x: torch.Tensor
     test_y: torch.Tensor
     classes: list[str]
+    scored: dict[str, str]
+    """What a metrics file of these embeddings records it scored (:mod:`hcl_cli.artifacts.binding`): the sha256 of the
+    embeddings file (its sidecar's, checked on reading) and, when they record it, of their encoder."""
+    modality: str = "image"
+    """The modality of the embedded samples (:mod:`hcl_cli.modality`; ``image`` in a file written before graphs recorded theirs)."""
 
     @property
     def num_classes(self) -> int:
@@ -45,7 +54,7 @@ class EvalSet:
 
 
 def save_embeddings(path: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> None:
-    """Write the embeddings artifact atomically; ``meta`` holds ``dataset``, ``classes`` and ``encoder``."""
+    """Write the embeddings artifact atomically; ``meta`` holds ``dataset``, ``modality``, ``classes``, ``encoder`` and ``inputs``."""
     for name, spec in TENSOR_SPECS.items():
         tensor = tensors.get(name)
         if tensor is None or tensor.dtype != spec.dtype or tensor.ndim != spec.ndim:
@@ -59,7 +68,8 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
 
     Raises a one-line :class:`UsageError` for an unknown feature and :class:`HclError` for a file
     whose embeddings and labels differ in length, whose train and test dimensions differ, whose
-    embeddings are not finite, or whose labels are missing, unlabelled (-1) or outside the listed classes.
+    embeddings are not finite, whose labels are missing, unlabelled (-1) or outside the listed classes,
+    or that embeds another prepared dataset than its encoder trained on.
     """
     if feature not in FEATURES:
         raise UsageError(f"--feature {feature!r} is unknown: {path} holds {', '.join(FEATURES)}")
@@ -69,6 +79,10 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
     if not isinstance(classes, list) or not classes:
         raise HclError(f"{path}: the sidecar lists no classes, so the labels cannot be evaluated")
     _check_consistent(path, tensors, (feature,))
+    encoder = sidecar.get("encoder")
+    trained_on = read_inputs(encoder, f"{path}: encoder") if isinstance(encoder, dict) else {}
+    made_from = read_inputs(sidecar, str(path))
+    check_made_from("its encoder", trained_on, "prepared", f"{path} (the prepared dataset it embeds)", made_from.get("prepared"))
     for split in SPLITS:
         if not tensors[f"{split}_{feature}"].isfinite().all():
             raise HclError(f"{path}: {split}_{feature} holds NaN or infinite values")
@@ -86,6 +100,8 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
         test_x=tensors[f"test_{feature}"],
         test_y=tensors["test_labels"],
         classes=[str(name) for name in classes],
+        scored={"embeddings": sidecar["sha256"], **{role: made_from[role] for role in ("encoder",) if role in made_from}},
+        modality=str(sidecar.get("modality", "image")),
     )
 
 

@@ -1,5 +1,6 @@
-"""Blocks that a signal does not cut in two: hcl's signal handlers hold a Ctrl-C or SIGTERM that comes while a file,
-or a set of files written together, is being written, and act on it when the block ends.
+"""Blocks that a signal does not cut in two: hcl's signal handlers hold a stop signal (:data:`STOP_SIGNALS`: Ctrl-C,
+SIGTERM, SIGHUP) that comes while a file, or a set of files written together, is being written, and act on it when
+the block ends.
 
 Torch-free and free of hcl's other modules, so the command line installs its handlers before it
 imports anything heavy; :mod:`~hcl_cli.training.signals` makes the handlers, :mod:`~hcl_cli.artifacts`
@@ -15,6 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 SignalHandler = Callable[[int, Any], None]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals every stage treats alike, as a request to stop: Ctrl-C, ``kill``'s default, and a closed terminal."""
 
 _depth = 0
 """How many :func:`uninterrupted` blocks the main thread is in."""

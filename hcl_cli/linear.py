@@ -145,7 +145,7 @@ def augmented_readout(
     classifier = nn.Linear(feature_dim, num_classes).to(device)
     optimizer = torch.optim.Adam(classifier.parameters(), lr=lr, weight_decay=weight_decay)
     shuffling = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed if augment_seed is None else augment_seed)  # the augmentations draw from the global RNG (kornia's convention)
+    torch.manual_seed(seed if augment_seed is None else augment_seed)  # the augmentations draw from the global RNG
     for _ in tqdm(range(epochs), desc="linear readout (paper)", unit="epoch", disable=None):
         order = torch.randperm(len(images), generator=shuffling).to(device)
         for batch in order.split(batch_size):

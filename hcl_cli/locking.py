@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, shown
 
 LOCK_FILE = ".hcl.lock"
 
@@ -43,27 +43,30 @@ def locked_folder(folder: str | Path, command: str) -> Iterator[Path]:
         return
     while True:
         try:
-            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the whole block
+            handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - held open for the whole block; unbuffered: closing it writes nothing
         except OSError as exc:
             raise HclError(f"cannot write {folder}: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "unknown"
+            holder = handle.read().decode(errors="replace").strip() or "unknown"
             handle.close()
-            raise HclError(f"{folder} is in use by another run ({holder}); wait for it to end or choose another output folder") from None
+            raise HclError(
+                f"{folder} is in use by another run ({shown(holder)}); wait for it to end or choose another output folder"
+            ) from None
         if _same_file(path, handle.fileno()):
             break
         handle.close()  # the previous holder removed the file between our open and our lock
     with handle:
         try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"hcl {command}, pid {os.getpid()}")
-            handle.flush()
+            handle.truncate(0)
+            record = f"hcl {command}, pid {os.getpid()}".encode()
+            while record:  # a write cut short by a full disk or a file-size limit is retried, and then fails with the reason
+                record = record[handle.write(record) :]
         except OSError as exc:
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.unlink()
             raise HclError(f"cannot write {path}: {exc.strerror or exc}") from exc
         _held[key] = 1
         try:

@@ -4,11 +4,13 @@
 declarations: at the top level, flat (as ``dvc metrics``, ``dvc exp show`` and ``hcl compare`` read
 them), ``top1`` and ``top5`` (shares of the test split), ``test_size`` (the number of test embeddings
 scored, from which every confidence interval follows) and the stage's parameters (``feature``, ``k``,
-..., each a JSON scalar); and under ``details`` (an object) whatever else the stage records about how
-it measured (e.g. the augmentation of a linear readout, the SVM protocol's folds). :func:`save_metrics`
-is the only writer and :func:`load_metrics` the only reader; the reader checks the structure and
-refuses a file with a missing or invalid field in one line naming the file and the field. Which
-parameters a reader needs, and their values, it checks itself (the report: ``hcl_cli/report/inputs.py``).
+..., each a JSON scalar); under ``details`` (an object) whatever else the stage records about how
+it measured (e.g. the augmentation of a linear readout, the SVM protocol's folds); and under
+``inputs`` the sha256 of what it scored (:mod:`hcl_cli.artifacts.binding`). :func:`save_metrics` is
+the only writer, and :func:`check_metrics` the one check of a metrics file's values, for every reader:
+:func:`load_metrics` (the report) reads the file, ``hcl compare`` what ``dvc exp show`` read of it;
+it refuses a missing or invalid field in one line naming the file and the field. Which parameters a
+reader needs, and their values, it checks itself (the report: ``hcl_cli/report/inputs.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hcl_cli.artifacts import is_finite_number, read_json, write_json
+from hcl_cli.artifacts import INPUTS, is_finite_number, is_integer, json_output, read_inputs, read_json, write_json
 from hcl_cli.errors import HclError
+from hcl_cli.option import shown
 
 if TYPE_CHECKING:
     import torch  # annotations only: the module itself imports no torch
@@ -29,10 +32,14 @@ if TYPE_CHECKING:
 ACCURACIES = ("top1", "top5")
 FIELDS = (*ACCURACIES, "test_size")
 """What every metrics file holds; a file without them is no metrics file, and no stage writes one over it."""
+METRICS_OUTPUT = json_output("metrics file", FIELDS)
+"""A metrics file as an output (:func:`~hcl_cli.artifacts.check_replaceable`): a JSON object holding :data:`FIELDS`."""
 DETAILS = "details"
 """The key of the object that holds everything a stage records besides its accuracies and parameters."""
 SCALARS = (str, int, float, bool, type(None))
 """The types of a parameter's value: JSON scalars, as params.yaml holds them."""
+TEST_SIZE_LIMIT = 2**53
+"""The largest ``test_size`` read: the largest count a float holds exactly (the intervals are computed in floats)."""
 
 
 @dataclass(frozen=True)
@@ -45,13 +52,28 @@ class EvaluationMetrics:
     test_size: int
     params: dict[str, Any]
     details: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """The sha256 of what was scored, by role (``embeddings``; ``encoder`` and ``prepared``): :mod:`hcl_cli.artifacts.binding`."""
 
     @classmethod
     def measured(
-        cls, accuracy: Mapping[int, float], test_size: int, config: StageConfig, details: Mapping[str, Any] | None = None
+        cls,
+        accuracy: Mapping[int, float],
+        test_size: int,
+        config: StageConfig,
+        inputs: Mapping[str, Any],
+        details: Mapping[str, Any] | None = None,
     ) -> EvaluationMetrics:
-        """The metrics of ``topk_accuracy``'s result (``{1: top-1, 5: top-5}``) on ``test_size`` embeddings under ``config``."""
-        return cls(top1=accuracy[1], top5=accuracy[5], test_size=test_size, params=config.params(), details=dict(details or {}))
+        """The metrics of ``topk_accuracy``'s result (``{1: top-1, 5: top-5}``) on ``test_size`` embeddings under ``config``,
+        made from ``inputs``."""
+        return cls(
+            top1=accuracy[1],
+            top5=accuracy[5],
+            test_size=test_size,
+            params=config.params(),
+            details=dict(details or {}),
+            inputs=dict(inputs),
+        )
 
     @property
     def feature(self) -> str:
@@ -62,37 +84,54 @@ class EvaluationMetrics:
 def save_metrics(path: str | os.PathLike[str], metrics: EvaluationMetrics) -> None:
     """Write ``metrics`` atomically as one JSON object: accuracies, test size and parameters flat, the rest under ``details``."""
     write_json(
-        path, {"top1": metrics.top1, "top5": metrics.top5, "test_size": metrics.test_size, **metrics.params, DETAILS: metrics.details}
+        path,
+        {
+            "top1": metrics.top1,
+            "top5": metrics.top5,
+            "test_size": metrics.test_size,
+            **metrics.params,
+            DETAILS: metrics.details,
+            INPUTS: metrics.inputs,
+        },
     )
 
 
 def load_metrics(path: str | os.PathLike[str], command: str) -> EvaluationMetrics:
-    """Read and check the structure of a metrics file that ``hcl COMMAND`` (knn-eval or linear-eval) wrote.
+    """Read a metrics file that ``hcl COMMAND`` (knn-eval or linear-eval) wrote, checked by :func:`check_metrics`."""
+    return check_metrics(read_json(path, what=f"hcl {command} metrics"), str(path), command)
 
-    Each accuracy must be a number in [0, 1] with top-5 >= top-1, ``test_size`` a positive integer,
-    ``details`` an object (a file without it has none), and every other key a parameter whose value is a
+
+def check_metrics(values: Mapping[str, Any], source: str, command: str) -> EvaluationMetrics:
+    """The metrics of ``values``, the content of the metrics file ``source`` that ``hcl COMMAND`` wrote, checked: the one
+    check of every reader (the report, ``hcl compare``).
+
+    Each accuracy must be a number in [0, 1] (not a boolean, not NaN) with top-5 >= top-1, ``test_size`` an
+    integer in [1, :data:`TEST_SIZE_LIMIT`], ``details`` an object (a file without it has none), ``inputs`` a
+    record of sha256 (:func:`~hcl_cli.artifacts.read_inputs`), and every other key a parameter whose value is a
     JSON scalar; anything else is a one-line :class:`HclError` naming the file and the field.
     """
-    values = read_json(path, what=f"hcl {command} metrics")
     for key in ACCURACIES:
         value = values.get(key)
         if not is_finite_number(value) or not 0.0 <= value <= 1.0:
-            raise HclError(f"{path}: {key!r} must be a number in [0, 1] (got {value!r})")
+            raise HclError(f"{source}: {key!r} must be a number in [0, 1] (got {shown(value)}): run hcl {command} again")
     if values["top5"] < values["top1"]:
-        raise HclError(f"{path}: 'top5' ({values['top5']!r}) is below 'top1' ({values['top1']!r})")
+        raise HclError(f"{source}: 'top5' ({values['top5']!r}) is below 'top1' ({values['top1']!r}): run hcl {command} again")
     test_size = values.get("test_size")
-    if not isinstance(test_size, int) or isinstance(test_size, bool) or test_size < 1:
-        raise HclError(f"{path}: 'test_size' must be a positive integer (got {test_size!r}): run hcl {command} again")
+    if not is_integer(test_size) or not 1 <= test_size <= TEST_SIZE_LIMIT:
+        raise HclError(f"{source}: 'test_size' must be a positive integer (got {shown(test_size)}): run hcl {command} again")
     details = values.get(DETAILS, {})
     if not isinstance(details, dict):
-        raise HclError(f"{path}: {DETAILS!r} must be an object (got {type(details).__name__}): run hcl {command} again")
-    params = {key: value for key, value in values.items() if key not in {*FIELDS, DETAILS}}
+        raise HclError(f"{source}: {DETAILS!r} must be an object (got {type(details).__name__}): run hcl {command} again")
+    inputs = read_inputs(values, source)
+    params = {key: value for key, value in values.items() if key not in {*FIELDS, DETAILS, INPUTS}}
     for key, value in params.items():
         if not isinstance(value, SCALARS) or (isinstance(value, float) and not is_finite_number(value)):
             raise HclError(
-                f"{path}: parameter {key!r} must be a string, number, boolean or null (got {value!r:.60}): run hcl {command} again"
+                f"{source}: parameter {key!r} must be a string, number, boolean or null (got {shown(value)}): run hcl {command} again"
             )
-    return EvaluationMetrics(top1=float(values["top1"]), top5=float(values["top5"]), test_size=test_size, params=params, details=details)
+    return EvaluationMetrics(
+        top1=float(values["top1"]), top5=float(values["top5"]), test_size=test_size, params=params, details=details, inputs=inputs
+    )
 
 
 def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 5)) -> dict[int, float]:

@@ -7,7 +7,7 @@ Everything below it is one :class:`Modality`: how a prepared dataset is read, ho
 step turns a batch of samples into what the loss scores (two augmented views of images; nodes
 against graphs for InfoGraph), how its encoder is built, stored and run. Like torch-geometric's
 ``MessagePassing`` for its layers, it is the one interface a second modality implements:
-:mod:`hcl_cli.image` for images (the first user) and :mod:`hcl_cli.graph.modality` for TU graphs.
+:mod:`hcl_cli.image.modality` for images (the first user) and :mod:`hcl_cli.graph.modality` for TU graphs.
 
 A prepared folder says which modality wrote it: ``card.json``'s ``modality`` key (``image`` when
 absent, as in cards written before graphs existed). :func:`modality_of` reads only that key and
@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     import torch
     from torch import Tensor, nn
 
+    from hcl_cli.objectives.sampler_options import SamplerOptions
+
 
 MODALITIES: dict[str, str] = {
-    "image": "hcl_cli.image:IMAGES",  # hcl_cli/image.py
+    "image": "hcl_cli.image.modality:IMAGES",  # hcl_cli/image/modality.py
     "graph": "hcl_cli.graph.modality:GRAPHS",  # hcl_cli/graph/modality.py
 }
 """Each modality's name, as ``card.json`` records it, and where its :class:`Modality` object lives."""
@@ -52,8 +54,8 @@ class Samples(Sized, Protocol):
 
 
 @dataclass(frozen=True)
-class StepResult:
-    """What one step reports: the loss, the gradients' total L2 norm, and the batch's positives.
+class StepValues:
+    """What one step reports, read on the host: the loss, the gradients' total L2 norm, and the batch's positives.
 
     ``same_label_pairs`` counts the ordered (anchor, positive) pairs among the batch's 2B views
     (the partner included; for the supervised samplers, every view sharing the anchor's label);
@@ -67,11 +69,34 @@ class StepResult:
 
     @property
     def finite(self) -> bool:
+        """Whether the step applied its update: its loss and gradients were finite."""
         return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
 
 
+@dataclass(frozen=True)
+class StepResult:
+    """What one step returns, left on the training device so that the step makes no host sync: ``values``, a (4,)
+    float32 tensor of :class:`StepValues`' fields in order (:func:`hcl_cli.optimizer.update_where_finite` makes it).
+
+    A step applies its update only where the loss and the gradients are finite, deciding so on the
+    device; reading the values waits for the device, so the epoch loop reads a log interval's
+    results at once (:func:`hcl_cli.training.loop.read_results`) and stops there on a non-finite one.
+    """
+
+    values: Tensor
+
+    def read(self) -> StepValues:
+        """The values on the host (a host sync)."""
+        return StepValues(*self.values.tolist())
+
+    @property
+    def finite(self) -> Tensor:
+        """0-d bool on the device: the loss and the gradients' norm were finite, so the step applied its update."""
+        return self.values[:2].isfinite().all()
+
+
 class Step(Protocol):
-    """One optimisation step on a batch of samples (:class:`hcl_cli.training.step.TrainingStep` for images)."""
+    """One optimisation step on a batch of samples (:class:`hcl_cli.image.step.TrainingStep` for images)."""
 
     optimizer: torch.optim.Optimizer
     learned: nn.ParameterDict
@@ -81,7 +106,7 @@ class Step(Protocol):
     def state(self) -> nn.Module:
         """What a checkpoint holds besides the optimizer."""
 
-    def __call__(self, batch: Any, labels: Tensor, loss_options: dict[str, Any]) -> StepResult: ...
+    def __call__(self, batch: Any, labels: Tensor, loss_options: SamplerOptions) -> StepResult: ...
 
 
 class Modality(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,12 @@ class Option:
     comma-separated list into a tuple of floats) and raises ``ValueError`` with a reason when the
     raw value cannot be parsed. ``modality`` names the one modality that reads the option
     (``image`` or ``graph``; None: both), so that a value set on the other one is refused, not ignored.
+    ``read_when`` names the option whose value decides whether this one is read, and the values under which it
+    is, ``("protocol", ("svm",))``: the report lists an option only where the run read it
+    (:meth:`~hcl_cli.config.base.StageConfig.read_params`).
+    ``modality_defaults`` gives a modality its own default, ``(("graph", 200),)``: what a stage takes
+    for a value given neither on the command line nor in the params file once it knows the data's
+    modality (:meth:`~hcl_cli.config.base.StageConfig.for_modality`).
     """
 
     name: str
@@ -50,10 +56,22 @@ class Option:
     runtime: bool = False
     parse: Callable[[Any], Any] | None = None
     modality: str | None = None
+    modality_defaults: tuple[tuple[str, Any], ...] = ()
+    read_when: tuple[str, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.type in (int, float) and not self.runtime and not (_finite(self.minimum) and _finite(self.maximum)):
             raise ValueError(f"option {self.name}: a number needs a finite declared minimum and maximum")
+
+    def default_for(self, modality: str) -> Any:
+        """The default on ``modality``'s data: its own (:attr:`modality_defaults`), else :attr:`default`."""
+        return dict(self.modality_defaults).get(modality, self.default)
+
+    @property
+    def described_help(self) -> str:
+        """The help, the modalities' own defaults and the range, as ``--help`` prints them."""
+        defaults = "".join(f" Default on {modality}s: {value}." for modality, value in self.modality_defaults)
+        return f"{self.help}{defaults}" + (f" Range {self.range}." if self.range else "")
 
     @property
     def type(self) -> type:
@@ -131,16 +149,71 @@ def _finite(bound: float | None) -> bool:
 
 
 def shown(value: Any, limit: int = 40) -> str:
-    """``repr(value)`` for a message, a long one (a 300-digit integer) cut to ``limit`` characters with its length."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 12]}... ({len(text)} characters)"
+    """``repr(value)`` for a message, a long one cut to ``limit`` characters (a 300-digit integer with its length).
+
+    A list, tuple or mapping is written piece by piece and cut as soon as the limit is passed, so that a value
+    of a billion items (a YAML alias bomb in params.yaml) costs what a short one does.
+    """
+    if not isinstance(value, (list, tuple, dict)):
+        text = repr(value)
+        return text if len(text) <= limit else f"{text[: limit - 12]}... ({len(text)} characters)"
+    text = ""
+    for piece in _repr_pieces(value):
+        text += piece
+        if len(text) > limit:
+            return f"{text[: limit - 3]}..."
+    return text
+
+
+def _repr_pieces(value: Any) -> Iterator[str]:
+    """``repr(value)`` in pieces, lists, tuples and mappings written lazily (a scalar's repr is one piece)."""
+    if isinstance(value, dict):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield ", " if index else ""
+            yield from _repr_pieces(key)
+            yield ": "
+            yield from _repr_pieces(item)
+        yield "}"
+    elif isinstance(value, (list, tuple)):
+        yield "[" if isinstance(value, list) else "("
+        for index, item in enumerate(value):
+            yield ", " if index else ""
+            yield from _repr_pieces(item)
+        yield "]" if isinstance(value, list) else ("," if len(value) == 1 else "") + ")"
+    else:
+        yield repr(value)
+
+
+YAML_BOOLEANS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+"""The booleans of YAML 1.2 (its core schema), as params.yaml and DVC read them: ``on``, ``yes`` and ``1`` are not among them."""
+
+
+COMMAND_LINE_INTEGER = re.compile(r"[-+]?[0-9]+")
+COMMAND_LINE_FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?(inf|infinity|nan)", re.IGNORECASE)
+"""Numbers as a command line spells them: ASCII digits, a sign, a point, an exponent (a float's ``inf`` and ``nan`` are
+read, for its range check to refuse them by name)."""
+
+
+def parse_number(label: str, text: str, kind: type) -> int | float:
+    """A command-line number of type ``kind`` (int or float). Python's ``int()`` and ``float()`` also read ``1_0`` (10)
+    and other scripts' digits; a params.yaml does not, so neither does the command line."""
+    spelt = text.strip()
+    if kind is int and COMMAND_LINE_INTEGER.fullmatch(spelt):
+        try:
+            return int(spelt)
+        except ValueError:  # more digits than Python converts (4300)
+            raise UsageError(
+                f"{label} is a whole number of {len(spelt)} characters, more than any range holds (got {shown(text)})"
+            ) from None
+    if kind is float and COMMAND_LINE_FLOAT.fullmatch(spelt):
+        return float(spelt)
+    raise UsageError(f"{label} must be {'a whole number' if kind is int else 'a number'} (got {shown(text)})")
 
 
 def parse_bool(label: str, text: str) -> bool:
-    """``true``/``yes``/``1`` or ``false``/``no``/``0`` (any case), as a command line spells a boolean."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "yes", "1"):
-        return True
-    if lowered in ("false", "no", "0"):
-        return False
-    raise UsageError(f"{label} must be true or false (got {text!r})")
+    """A command-line boolean, spelt as params.yaml spells it (:data:`YAML_BOOLEANS`), so that ``--clip X`` and
+    ``clip: X`` (and ``dvc exp run -S pretrain.clip=X``) take the same values."""
+    if text.strip() in YAML_BOOLEANS:
+        return YAML_BOOLEANS[text.strip()]
+    raise UsageError(f"{label} must be true or false (got {shown(text)})")

@@ -1,4 +1,5 @@
-"""params.yaml: a stage's group read and checked, and the default file written from the declarations."""
+"""params.yaml: a stage's group read (as DVC reads the file, :func:`~hcl_cli.config.base.load_params`) and checked, and
+the default file written from the declarations."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ def read_group(path: Path, config_cls: type[StageConfig]) -> tuple[dict[str, Any
     """The ``config_cls.group`` group of the params file ``path``: its raw values, and where each came from
     (``params.yaml: pretrain.beta``, for messages); the values are checked once, by the stage's configuration.
 
-    A key the stage does not know is a usage error (with the nearest known name); a group that no
-    stage reads gets a warning, since other tools may keep their parameters in the same file.
+    The file is read as DVC reads it (YAML 1.2; a key given twice, a second group included, refused), so the
+    stage runs with the values DVC records. A key the stage does not know is a usage error (with the nearest
+    known name); a group that no stage reads gets a warning, since other tools may keep their parameters in
+    the same file.
     """
     params = load_params(path)
     for group in params:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +24,14 @@ def copy_pipeline(destination: Path) -> None:
     written = [out for stage in stages for key in ("outs", "metrics", "plots") for out in stage.get(key, [])]
     outputs = {next(iter(out)) if isinstance(out, dict) else out for out in written}
     sources = {dep for stage in stages for dep in stage["deps"] if dep not in outputs and not dep.startswith("hcl_cli")}
-    for name in ("dvc.yaml", ".dvcignore", ".gitignore", *sorted(sources)):
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *sorted(sources)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore", *tracked):  # a folder dep (data/raw) with the files a clone has
         (destination / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, destination / name)
     shutil.copytree(ROOT / "hcl_cli", destination / "hcl_cli", ignore=shutil.ignore_patterns("__pycache__"))

@@ -16,8 +16,9 @@ import torch
 
 from hcl_cli.cli import main
 from hcl_cli.config import EmbedConfig
-from hcl_cli.datasets import load_card
-from hcl_cli.models import build_model, save_encoder
+from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import save_encoder
+from hcl_cli.image.networks import build_model
 from hcl_cli.stages import embed
 
 USAGE, RUNTIME = 2, 1
@@ -210,7 +211,7 @@ CASES = [
         "foreign file as encoder",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/embeddings.safetensors", "--out", "{run}/out/emb.safetensors"],
         RUNTIME,
-        "expected a encoder artifact",
+        "expected an encoder artifact",
     ),
     Case(
         "missing embeddings",
@@ -250,8 +251,8 @@ CASES = [
     Case(
         "output under a regular file",
         ["knn-eval", "--k", "5", "--embeddings", "{run}/embeddings.safetensors", "--out", "{run}/a-file/knn.json"],
-        RUNTIME,
-        "a-file",
+        USAGE,
+        "a-file/knn.json lies under a file, not a folder",
         write_bytes("a-file", b"not a folder"),
     ),
 ]

@@ -130,9 +130,15 @@ def test_only_a_winner_beyond_the_intervals_is_bold(sweep_repo: Path, shown: dic
     ]
     table = (sweep_repo / "reports" / "compare.md").read_text()
     header = next(line for line in table.splitlines() if line.startswith("| Experiment"))
-    assert [cell.strip() for cell in header.strip("|").split("|")] == ["Experiment", "Sampler", "beta", "kNN top-1", "Linear top-1"], (
-        "only beta varies among the rows that read it"
-    )
+    assert [cell.strip() for cell in header.strip("|").split("|")] == [
+        "Experiment",
+        "Dataset",
+        "Protocol",
+        "Sampler",
+        "beta",
+        "kNN top-1",
+        "Linear top-1",
+    ], "only beta varies among the rows that read it"
     assert sum(line.count("**") for line in table.splitlines() if line.startswith("| ")) == 2
 
 
@@ -148,7 +154,10 @@ def finished(name: str, beta: float, knn: float, state: str | None = "success") 
     """One experiment group in the shape of ``dvc exp show --json`` (dvc 3)."""
     data = {
         "params": {"params.yaml": {"data": {"pretrain": {"sampler": "hucl", "beta": beta, "tau_plus": 0.1}}}},
-        "metrics": {"metrics/knn.json": {"data": {"top1": knn}}, "metrics/linear.json": {"data": {"top1": 0.5}}},
+        "metrics": {
+            "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 100}},
+            "metrics/linear.json": {"data": {"top1": 0.5, "top5": 1.0, "test_size": 100}},
+        },
     }
     executor = None if state is None else {"state": state}
     return {"name": name, "executor": executor, "revs": [{"rev": "a" * 40, "name": name, "data": data, "error": None}]}
@@ -220,3 +229,91 @@ def test_an_out_that_names_a_folder_writes_no_dot_md(out: str, tmp_path: Path, m
     with pytest.raises(UsageError, match=r"is a folder: give a prefix, e\.g\. .*compare"):
         compare.run(out, compare.Selection())
     assert not list(tmp_path.rglob("*.md")) and not list(tmp_path.rglob("*.csv"))
+
+
+def graph_experiment(name: str, sampler: str, knn: float, svm: float, std: float) -> dict[str, Any]:
+    """A finished MUTAG experiment in ``dvc exp show --json``'s shape: kNN on the 47 test graphs, the SVM over 10 folds of 188."""
+    data = {
+        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": {"sampler": sampler, "beta": 1.0}}}},
+        "metrics": {
+            "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 47, "k": 20}},
+            "metrics/linear.json": {
+                "data": {
+                    "top1": svm,
+                    "top5": 1.0,
+                    "test_size": 188,
+                    "protocol": "svm",
+                    "details": {"svm": {"std": std, "folds": 10, "repeats": 1}},
+                }
+            },
+        },
+    }
+    return {"name": name, "executor": {"state": "success"}, "revs": [{"rev": "c" * 40, "name": name, "data": data, "error": None}]}
+
+
+def stale_workspace_sweep() -> list[dict[str, Any]]:
+    """``hcl preset hscl-mutag-ucl`` then a queued sweep over two samplers: the workspace's params.yaml says MUTAG, but its
+    metrics are still the digits run's (450 test images), as dvc.lock records."""
+    workspace = {
+        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": {"sampler": "ucl", "beta": 1.0}}}},
+        "metrics": {
+            "metrics/knn.json": {"data": {"top1": 0.9467, "top5": 1.0, "test_size": 450, "k": 200}},
+            "metrics/linear.json": {"data": {"top1": 0.9911, "top5": 1.0, "test_size": 450, "protocol": "fixed"}},
+        },
+    }
+    experiments = [
+        graph_experiment("dural-wean", "ucl", 0.83, 0.8679, 0.0193),
+        graph_experiment("owing-cors", "hucl", 0.85, 0.8805, 0.0216),
+    ]
+    return [
+        {"rev": "workspace", "name": None, "data": workspace, "error": None, "experiments": None},
+        {"rev": "d" * 40, "name": "main", "data": {}, "error": None, "experiments": experiments},
+    ]
+
+
+DIGITS_LOCK = {"stages": {"prepare": {"params": {"params.yaml": {"prepare": {"dataset": "digits", "name": "MUTAG"}}}}}}
+
+
+@pytest.fixture
+def stale_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(DIGITS_LOCK))
+    monkeypatch.setattr(compare, "dvc_exp_show", stale_workspace_sweep)
+    return tmp_path
+
+
+def test_a_workspace_of_another_dataset_is_not_tabulated_beside_the_sweep(stale_sweep: Path) -> None:
+    compare.run("compare", compare.Selection())
+    table = (stale_sweep / "compare.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "Experiment" not in line]
+    assert [row.split(" | ")[:4] for row in rows] == [["| owing-cors", "MUTAG", "svm", "hucl"], ["| dural-wean", "MUTAG", "svm", "ucl"]]
+    assert "workspace: dataset digits, not MUTAG" in table and not any("**" in row for row in rows), "the stale digits row is not shown"
+    with open(stale_sweep / "compare.csv", newline="") as handle:
+        assert {row["dataset"] for row in csv.DictReader(handle)} == {"MUTAG"}
+
+
+def test_cross_validated_rows_carry_their_fold_spread_not_a_wilson_interval(stale_sweep: Path) -> None:
+    compare.run("compare", compare.Selection())
+    table = (stale_sweep / "compare.md").read_text()
+    assert "0.8805 ± 0.022 (10 folds)" in table and "0.8679 ± 0.019 (10 folds)" in table
+    assert "cross-validates over every sample: the mean over its folds ± their standard deviation" in table
+    with open(stale_sweep / "compare.csv", newline="") as handle:
+        hucl = next(row for row in csv.DictReader(handle) if row["sampler"] == "hucl")
+    assert (float(hucl["linear_low"]), float(hucl["linear_high"]), hucl["linear_folds"]) == pytest.approx((0.8589, 0.9021, "10"))
+    assert hucl["protocol"] == "svm" and hucl["knn_folds"] == ""
+
+
+def test_the_dataset_can_be_chosen_and_an_unknown_one_is_named(stale_sweep: Path) -> None:
+    compare.run("digits", compare.Selection(dataset="digits"))
+    rows = [line for line in (stale_sweep / "digits.md").read_text().splitlines() if line.startswith("| workspace")]
+    assert len(rows) == 1 and "| digits | fixed |" in rows[0]
+    with pytest.raises(UsageError, match=r"--dataset 'PTC_MR': no experiment .* \(theirs: MUTAG, digits\)"):
+        compare.run("ptc", compare.Selection(dataset="PTC_MR"))
+
+
+def test_a_name_pattern_that_matches_nothing_says_so_and_lists_the_names(stale_sweep: Path) -> None:
+    with pytest.raises(
+        HclError, match=r"^--name 'exp-\*' matches no finished experiment; dvc exp show lists workspace, dural-wean, owing-cors"
+    ) as error:
+        compare.run("compare", compare.Selection(name="exp-*"))
+    assert "dvc exp run` first" not in str(error.value) and not (stale_sweep / "compare.md").exists()

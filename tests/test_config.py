@@ -84,11 +84,13 @@ def run_hcl(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
 
 
 def imported_files(module: str, package: Path = ROOT / "hcl_cli", cwd: Path = ROOT) -> set[str]:
-    """The files of ``package`` that a stage computes with: the import closure of ``hcl_cli/stages/<module>.py``, and
-    the samplers and modalities it may load. Not the command line's front end (``cli.py``, ``params.py``, other
-    stages' declarations): a stage receives its checked configuration, so editing a help text there reruns nothing."""
+    """The files of ``package`` that a stage computes with: the import closure of ``hcl_cli/stages/<module>.py``, the
+    samplers and modalities it may load, and ``params.py``, which reads the values the stage runs with from params.yaml
+    (a change there can change a result). Not the rest of the command line's front end (``cli.py``, the other stages'
+    declarations that ``params.py`` imports to write the whole file): a stage receives its checked configuration, so
+    editing a help text there reruns nothing."""
     result = subprocess.run([sys.executable, "-c", CLOSURE, module, str(package)], cwd=cwd, capture_output=True, text=True, check=True)
-    return set(json.loads(result.stdout))
+    return set(json.loads(result.stdout)) | {f"{package.name}/params.py"}
 
 
 def declared_code_deps(stage: str) -> set[str]:
@@ -305,9 +307,10 @@ def test_training_steps_check_no_option(
     no validator runs in three steps and the epochs' options (the public loss would resolve per call)."""
     import torch
 
-    from hcl_cli.datasets import load_card, load_split
     from hcl_cli.distributed import DistributedContext
-    from hcl_cli.training.step import build_training
+    from hcl_cli.image.card import load_card
+    from hcl_cli.image.prepared import load_split
+    from hcl_cli.image.step import build_training
 
     data = prepared_digits(0.9)
     extra = {"undimix_learned": True} if sampler == "undimix" else {}
@@ -473,7 +476,9 @@ def test_the_knn_probe_runs_knn_evals_defaults() -> None:
     from hcl_cli.config.knn import KnnConfig
     from hcl_cli.training.probes import KNN_PROBE_SETTINGS
 
-    assert KNN_PROBE_SETTINGS == {name: getattr(KnnConfig(), name) for name in KNN_PROBE_SETTINGS}
+    for modality, settings in KNN_PROBE_SETTINGS.items():
+        assert settings == {name: getattr(KnnConfig().for_modality(modality), name) for name in settings}, modality
+    assert KNN_PROBE_SETTINGS["graph"]["k"] < KNN_PROBE_SETTINGS["image"]["k"], "graphs have their own default"
 
 
 # Help and standard output.
@@ -483,7 +488,7 @@ def test_help_keeps_brackets_and_lists_debug(capsys: pytest.CaptureFixture[str],
     monkeypatch.setenv("COLUMNS", "400")
     with pytest.raises(SystemExit):
         main(["pretrain", "--help"])
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # the help wraps at 80 columns whatever the terminal
     assert "E_q[z_i.z_j] - z_i.z_p" in text and "Range [0.001, 1000.0]" in text
     with pytest.raises(SystemExit):
         main(["--help"])
@@ -502,10 +507,11 @@ def test_a_write_error_on_standard_output_exits_1_with_one_line(args: list[str])
 
 
 @pytest.mark.slow
-def test_editing_a_knn_help_text_changes_only_knn_eval_under_real_dvc(tmp_path: Path) -> None:
-    """The whole pipeline's dvc status after ``dvc repro``: a knn-eval option's help edited marks knn-eval alone
-    changed (prepare, pretrain, embed, linear-eval and report stay cached: the report reads the self-describing
-    metrics file, not knn-eval's declarations); a help text of the front end (cli.py) marks none."""
+def test_editing_a_knn_help_text_changes_only_knn_eval_and_the_report_under_real_dvc(tmp_path: Path) -> None:
+    """The whole pipeline's dvc status after ``dvc repro``: a knn-eval option's help edited marks knn-eval and the report
+    changed, the report because it reads the declarations to list only the parameters a run read
+    (hcl_cli/report/parameters.py); prepare, pretrain, embed and linear-eval stay cached. A help text of the front end
+    (cli.py) marks none."""
 
     def run(*args: str) -> str:
         result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False)
@@ -531,5 +537,5 @@ def test_editing_a_knn_help_text_changes_only_knn_eval_under_real_dvc(tmp_path: 
     cli.write_text(cli.read_text().replace('DEBUG_HELP = "Show', 'DEBUG_HELP = "Print'))
     assert changed() == set(), "the command line's front end is no stage's dependency"
     knn = tmp_path / "hcl_cli" / "config" / "knn.py"
-    knn.write_text(knn.read_text().replace('"Neighbours that vote."', '"Nearest neighbours that vote."'))
-    assert changed() == {"knn-eval"}
+    knn.write_text(knn.read_text().replace('"Neighbours that vote, at most', '"Nearest neighbours that vote, at most'))
+    assert changed() == {"knn-eval", "report"}

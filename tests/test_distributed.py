@@ -32,12 +32,13 @@ from hcl_cli.artifacts import read_json
 from hcl_cli.config import EmbedConfig, KnnConfig, LinearConfig, PrepareConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.models import build_model, load_encoder
+from hcl_cli.image.encoder import load_encoder
+from hcl_cli.image.momentum import MomentumQueue
+from hcl_cli.image.networks import build_model
 from hcl_cli.objectives import SAMPLERS, contrastive_loss
 from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.runtime import seed_everything
 from hcl_cli.stages import embed, knn_eval, linear_eval, prepare
-from hcl_cli.training.momentum import MomentumQueue
 
 WORLD_SIZE = 2
 RANK_BATCH = 6

@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from hcl_cli.artifacts import load_artifact
-from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import EmbedConfig
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import EMBEDDINGS_KIND, TENSOR_SPECS
 from hcl_cli.errors import HclError
-from hcl_cli.models import build_model, load_encoder, save_encoder
+from hcl_cli.image.augment import build_eval_transform
+from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import load_encoder, save_encoder
+from hcl_cli.image.networks import build_model
+from hcl_cli.image.prepared import load_split
 from hcl_cli.stages import embed
 
 PROJECTION_DIM = 16
@@ -58,7 +60,7 @@ def test_embed_writes_the_contract_tensors(digits: Path, embeddings: Path) -> No
         assert tensors[f"{split}_projection"].shape == (card.counts[split], PROJECTION_DIM)
         assert torch.equal(tensors[f"{split}_labels"], labels)
     assert sidecar["dataset"] == "digits" and sidecar["classes"] == card.classes
-    assert sidecar["encoder"] == {"config": {"sampler": "hucl"}, "arch": "small_cnn", "epoch": 7}
+    assert sidecar["encoder"] == {"config": {"sampler": "hucl"}, "arch": "small_cnn", "epoch": 7, "inputs": {}}
 
 
 def test_embed_uses_the_eval_transform_and_running_statistics(digits: Path, encoder: Path, embeddings: Path) -> None:

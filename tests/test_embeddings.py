@@ -151,18 +151,20 @@ def test_knn_eval_records_the_test_size_through_the_metrics_artifact(
     code, err = run_hcl(["knn-eval", "--embeddings", "e.safetensors", "--out", "m.json", "--k", "10", "--device", "cpu"], capsys)
     assert code == 0, err
     metrics = load_metrics("m.json", "knn-eval")
-    assert metrics == EvaluationMetrics(1.0, 1.0, 13, KnnConfig(k=10).params())
+    scored = {"embeddings": json.loads(Path("e.json").read_text())["sha256"]}
+    assert metrics == EvaluationMetrics(1.0, 1.0, 13, KnnConfig(k=10).params(), inputs=scored)
     assert metrics.feature == "backbone"
 
 
 def test_metrics_round_trip_keeps_params_flat_and_details_apart(tmp_path: Path) -> None:
     details = {"augmentation": {"recipe": "digits", "blur": False}}
-    written = EvaluationMetrics(0.5, 0.75, 8, LinearConfig(epochs=3).params(), details)
+    inputs = {"embeddings": "ab" * 32}
+    written = EvaluationMetrics(0.5, 0.75, 8, LinearConfig(epochs=3).params(), details, inputs)
     save_metrics(tmp_path / "linear.json", written)
     assert load_metrics(tmp_path / "linear.json", "linear-eval") == written
     stored = json.loads((tmp_path / "linear.json").read_text())
-    assert stored == {"top1": 0.5, "top5": 0.75, "test_size": 8, **LinearConfig(epochs=3).params(), "details": details}, (
-        "accuracies, test size and parameters flat, as dvc metrics and hcl compare read them; the rest under details"
+    assert stored == {"top1": 0.5, "top5": 0.75, "test_size": 8, **LinearConfig(epochs=3).params(), "details": details, "inputs": inputs}, (
+        "accuracies, test size and parameters flat, as dvc metrics and hcl compare read them; the rest under details and inputs"
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hcl_cli.graph.data import GraphBatch, GraphBatcher, GraphDataset
+from hcl_cli.graph.batch import GraphBatch, GraphBatcher
+from hcl_cli.graph.data import GraphDataset
 from hcl_cli.graph.gin import GINEncoder, InfoGraphModel
 
 

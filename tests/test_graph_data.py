@@ -9,17 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_graph_step import write_toy_tu
 
+from hcl_cli.cli import main
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.graph.data import (
-    CARD_FILE,
-    GraphBatcher,
-    build_dataset,
-    is_graph_folder,
-    load_prepared_graphs,
-    prepare_tu,
-    save_prepared_graphs,
-)
+from hcl_cli.graph.batch import GraphBatcher
+from hcl_cli.graph.card import CARD_FILE, is_graph_folder
+from hcl_cli.graph.data import build_dataset, load_prepared_graphs, prepare_tu, save_prepared_graphs
 from hcl_cli.graph.tu import read_tu_files
 
 NAME = "TOY"
@@ -113,6 +109,10 @@ MALFORMED = {
         {"graph_indicator": "1\n1\n1\n3\n3\n4\n4\n4\n", "graph_labels": "1\n1\n1\n1\n"},
         "TOY_graph_indicator.txt line 4: graph id 3 after 1: graphs 2..2 would have no nodes",
     ),
+    "indicator swapped pair": (
+        {"graph_indicator": "1\n1\n3\n2\n2\n3\n3\n3\n"},
+        "TOY_graph_indicator.txt line 3: graph id 3 after 1: graph 2 comes later (line 4): the nodes must be listed graph by graph",
+    ),
     "indicator empty": ({"graph_indicator": ""}, "TOY_graph_indicator.txt is empty"),
     "too few graph labels": ({"graph_labels": "1\n1\n"}, "TOY_graph_labels.txt has 2 lines, but"),
     "too many node labels": ({"node_labels": TOY["node_labels"] + "1\n"}, "TOY_node_labels.txt has 9 lines, but"),
@@ -134,6 +134,30 @@ def test_a_malformed_file_is_one_line_naming_file_and_line(tmp_path: Path, case:
         text = str(raised.value)
         assert message in text and "\n" not in text
         assert not isinstance(raised.value, UsageError)
+
+
+def test_a_utf8_byte_order_mark_is_read_as_nothing(tmp_path: Path) -> None:
+    plain = read_tu_files(write_tu(tmp_path / "plain", TOY), NAME)
+    marked = read_tu_files(write_tu(tmp_path / "marked", {kind: "\ufeff" + text for kind, text in TOY.items()}), NAME)
+    for field in ("edge_index", "node_graph", "graph_labels", "node_labels"):
+        assert torch.equal(getattr(plain, field), getattr(marked, field))
+
+
+def test_edges_listed_one_way_are_kept_and_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one_way = "".join(f"{u}, {v}\n" for u, v in EDGES if (u, v) not in ((2, 1), (8, 7)))
+    graphs = read_tu_files(write_tu(tmp_path / "raw", {**TOY, "A": one_way}), NAME)
+    assert not graphs.undirected and graphs.edge_index.shape[1] == len(EDGES) - 2, "kept as listed, no reverse added"
+    (note,) = graphs.notes
+    assert "TOY_A.txt lists 2 of its 10 edges in one direction only (the first on line 1: 1, 2)" in note
+    assert read_tu_files(write_tu(tmp_path / "both", TOY), NAME).notes == ()
+    larger = write_toy_tu(tmp_path / "larger")
+    edges = (larger / f"{NAME}_A.txt").read_text().splitlines(keepends=True)
+    (larger / f"{NAME}_A.txt").write_text("".join(edges[:1] + edges[2:]))  # line 2 was line 1's reverse
+    with pytest.raises(SystemExit) as exited:
+        main(["prepare", "--dataset", "tu", "--name", NAME, "--path", str(larger), "--out", str(tmp_path / "prepared")])
+    assert exited.value.code in (0, None)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "one direction only" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("hcl prepare: warning: ")
 
 
 def test_a_single_class_is_refused(tmp_path: Path) -> None:

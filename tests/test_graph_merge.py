@@ -8,8 +8,8 @@ import torch
 
 from hcl_cli.graph.gin import GINEncoder, InfoGraphModel
 from hcl_cli.graph.step import merge_duplicate_nodes
-from hcl_cli.objectives import infograph
-from hcl_cli.objectives.infograph import official_jsd_hard
+from hcl_cli.objectives import jsd_hard
+from hcl_cli.objectives.jsd_hard import official_jsd_hard
 
 
 def star_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -61,7 +61,7 @@ def test_merged_rows_give_the_loss_and_gradients_of_all_nodes(beta: float) -> No
 
 def test_merged_rows_share_the_largest_scores_gradient_by_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counts weight the ties of amax too: two rows standing for 3 and 1 nodes tie the largest |score| (one block of a row each)."""
-    monkeypatch.setattr(infograph, "OFFICIAL_CHUNK_ELEMENTS", 3)
+    monkeypatch.setattr(jsd_hard, "OFFICIAL_CHUNK_ELEMENTS", 3)
     generator = torch.Generator().manual_seed(3)
     unique = torch.randn(4, 5, generator=generator, dtype=torch.float64)
     unique[2] = unique[0]
@@ -86,7 +86,7 @@ def test_few_repeats_are_not_merged() -> None:
 
 
 def test_float32_official_loss_is_the_float64_one_to_rounding() -> None:
-    """The float32 path's log1p (infograph._log1p) against float64's torch.log1p, scores over the softplus threshold included."""
+    """The float32 path's log1p (jsd_hard._log1p) against float64's torch.log1p, scores over the softplus threshold included."""
     generator = torch.Generator().manual_seed(5)
     local = 6 * torch.randn(300, 8, generator=generator, dtype=torch.float64)
     global_ = torch.randn(7, 8, generator=generator, dtype=torch.float64)
@@ -97,5 +97,5 @@ def test_float32_official_loss_is_the_float64_one_to_rounding() -> None:
     entries = torch.logspace(-12, 0, 1000, dtype=torch.float64)
     out, scratch = torch.empty(1000), torch.empty(1000)
     torch.testing.assert_close(
-        infograph._log1p(entries.float(), out=out, scratch=scratch).double(), torch.log1p(entries), rtol=3e-7, atol=0.0
+        jsd_hard._log1p(entries.float(), out=out, scratch=scratch).double(), torch.log1p(entries), rtol=3e-7, atol=0.0
     )

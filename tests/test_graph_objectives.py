@@ -24,9 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives import SAMPLERS, contrastive_loss, infograph
+from hcl_cli.objectives import SAMPLERS, contrastive_loss, jsd_hard
 from hcl_cli.objectives.core import negative_distribution
-from hcl_cli.objectives.infograph import NodeGraphBatch, local_global_loss
+from hcl_cli.objectives.infograph import local_global_loss
+from hcl_cli.objectives.node_graph import NodeGraphBatch
 from hcl_cli.objectives.registry import lookup, supervised_samplers
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
@@ -127,7 +128,7 @@ def test_official_reading_is_the_codes_jsd_hard(beta: float, block_entries: int 
     """``hucl`` with ``graph_weights="official"`` is ``JSD_hard`` at that beta (tau+ 0.5 whatever tau_plus says), values and gradients,
     in one block of rows and in blocks of a row or two (the largest |score|, whose gradient amax shares, then in one block of several)."""
     if block_entries:
-        monkeypatch.setattr(infograph, "OFFICIAL_CHUNK_ELEMENTS", block_entries)
+        monkeypatch.setattr(jsd_hard, "OFFICIAL_CHUNK_ELEMENTS", block_entries)
     local, global_ = embeddings(seed=1)
     ours = local_global_loss(local, global_, NODE_GRAPH, sampler="hucl", graph_weights="official", beta=beta, tau_plus=0.1)
     assert_same(ours, official_code(local, global_, NODE_GRAPH, "JSD_hard", beta=beta), (local, global_))
@@ -310,7 +311,7 @@ def test_official_reading_shares_the_largest_scores_gradient_among_its_ties(
 ) -> None:
     """Two graphs with one embedding tie the largest |score| of the weights' scale: amax's gradient goes half to each."""
     if block_entries:
-        monkeypatch.setattr(infograph, "OFFICIAL_CHUNK_ELEMENTS", block_entries)
+        monkeypatch.setattr(jsd_hard, "OFFICIAL_CHUNK_ELEMENTS", block_entries)
     local, global_ = embeddings(seed=1)
     with torch.no_grad():
         negatives = (local @ global_.T).masked_fill(NODE_GRAPH[:, None] == torch.arange(len(global_)), 0.0).abs()

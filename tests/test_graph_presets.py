@@ -68,14 +68,16 @@ def by_name(name: str) -> Preset:
 @pytest.mark.parametrize("preset", GRAPH_PRESETS, ids=[p.name for p in GRAPH_PRESETS])
 def test_every_graph_preset_passes_the_stages_validation_and_runs_infograph_as_the_code(preset: Preset) -> None:
     groups = preset.groups()
-    assert set(groups) == {"prepare", "pretrain", "linear"}
+    assert set(groups) == {"prepare", "pretrain", "linear", "knn"}
+    assert groups["knn"]["k"] == 20, "k 200 is larger than MUTAG's 141 train graphs"
     for group, values in preset.values.items():
         assert set(values) <= set(CONFIGS[group].param_names()), "a preset sets parameters, never paths or devices"
     prepare, pretrain, linear = PrepareConfig(**groups["prepare"]), PretrainConfig(**groups["pretrain"]), LinearConfig(**groups["linear"])
     assert pretrain.ignored_changes() == [], "every sampler option a preset sets away from its default is read by its sampler"
     assert (prepare.dataset, prepare.name) == ("tu", preset.dataset)
     assert (pretrain.arch, pretrain.gin_layers, pretrain.gin_hidden, pretrain.epochs, pretrain.batch_size) == ("gin", 3, 32, 200, 128)
-    assert pretrain.sampler_options["objective"] == "jsd" and pretrain.sampler_options["graph_weights"] == "paper"
+    reading = "official" if preset.name.endswith("-official") else "paper"
+    assert pretrain.sampler_options["objective"] == "jsd" and pretrain.sampler_options["graph_weights"] == reading
     assert (linear.protocol, linear.svm_folds, linear.svm_inner_folds, linear.svm_repeats) == ("svm", 10, 5, 1)
     assert [float(c) for c in linear.svm_c_grid.split(",")] == [1e-3, 1e-2, 1e-1, 1, 10, 100, 1000]
     if pretrain.sampler in ("hucl", "debiased", "ot"):
@@ -120,7 +122,7 @@ def test_the_shared_rows_of_the_two_tables_are_one_experiment() -> None:
 
 
 def test_hcl_fig3_has_every_dataset_and_beta_with_the_official_codes_mutag_figures() -> None:
-    fig3 = [p for p in GRAPH_PRESETS if p.paper == "HCL"]
+    fig3 = [p for p in GRAPH_PRESETS if p.paper == "HCL" and not p.name.endswith("-official")]
     datasets = ["MUTAG", "PTC_MR", "PROTEINS", "DD", "ENZYMES", "IMDB-BINARY", "IMDB-MULTI", "REDDIT-BINARY"]
     assert [(p.dataset, p.groups()["pretrain"]["beta"]) for p in fig3] == [(d, b) for d in datasets for b in (0.0, 1.0, 2.0, 10.0)]
     for preset in fig3:
@@ -139,8 +141,35 @@ def test_hcl_fig3_has_every_dataset_and_beta_with_the_official_codes_mutag_figur
 
 def test_the_notes_say_which_reading_produced_the_papers_numbers() -> None:
     for name in ("hscl-mutag-hucl", "hclot-ptc-hcl", "hcl-dd-beta2"):
-        assert "graph_weights=official" in by_name(name).note
+        assert "graph_weights=official" in by_name(name).note and f"{name}-official the official one" in by_name(name).note
+        assert "This preset trains the official reading, the one that produced the number" in by_name(f"{name}-official").note
     assert "graph_weights" not in by_name("hscl-mutag-ucl").note
+
+
+OFFICIAL_ROWS = [
+    *(
+        f"hcl-{dataset}-beta{beta}"
+        for dataset in ("mutag", "ptc", "proteins", "dd", "enzymes", "imdb-b", "imdb-m", "reddit-b")
+        for beta in ("0", "1", "2", "10")
+    ),
+    *(f"hscl-{dataset}-hucl" for dataset in KEYS.values()),
+    *(f"hclot-{dataset}-hcl" for dataset in KEYS.values()),
+]
+"""Every row whose number HCL's graph code produced: HCL Fig. 3, H-SCL Table II's H-UCL and HCL-OT Table V's HCL."""
+
+
+def test_every_row_the_official_code_produced_has_a_preset_in_its_reading() -> None:
+    official = {p.name for p in GRAPH_PRESETS if p.name.endswith("-official")}
+    assert official == {f"{name}-official" for name in OFFICIAL_ROWS} and len(official) == 32 + 5 + 5
+    for name in OFFICIAL_ROWS:
+        paper, twin = by_name(name), by_name(f"{name}-official")
+        assert twin.groups()["pretrain"] == {**paper.groups()["pretrain"], "graph_weights": "official"}
+        assert {group: values for group, values in twin.groups().items() if group != "pretrain"} == {
+            group: values for group, values in paper.groups().items() if group != "pretrain"
+        }
+        assert (twin.top1, twin.reported, twin.where, twin.dataset) == (paper.top1, paper.reported, paper.where, paper.dataset)
+        assert list(PRESETS).index(twin.name) == list(PRESETS).index(name) + 1, "each twin follows its paper reading"
+    assert not any(p.name.endswith("-official") for p in GRAPH_PRESETS if p.values["pretrain"]["sampler"] not in ("hucl", "debiased"))
 
 
 def test_hcl_preset_writes_a_graph_preset_that_the_stages_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,4 +180,13 @@ def test_hcl_preset_writes_a_graph_preset_that_the_stages_read(tmp_path: Path, c
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert (params["prepare"]["dataset"], params["prepare"]["name"]) == ("tu", "PTC_MR")
     assert (params["pretrain"]["sampler"], params["pretrain"]["ot_epsilon"], params["linear"]["protocol"]) == ("ot", 0.1, "svm")
+    assert params["knn"]["k"] == 20
     PretrainConfig(**params["pretrain"])
+
+
+def test_a_figure_only_preset_says_so_without_a_percent_sign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["preset", "hcl-mutag-beta1-official", "--params", str(tmp_path / "params.yaml")])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0 and "HCL Fig. 3, Sec. 5.2, MUTAG: top-1: figure only)" in out and "only%" not in out
+    assert yaml.safe_load((tmp_path / "params.yaml").read_text())["pretrain"]["graph_weights"] == "official"

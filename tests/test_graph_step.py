@@ -18,6 +18,7 @@ from hcl_cli.graph.prepared import write_prepared_graphs
 from hcl_cli.graph.step import build_graph_training, check_graph_training
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.training.loop import read_results
 
 
 def write_toy_tu(folder: Path, name: str = "TOY", graphs: int = 40, seed: int = 0) -> Path:
@@ -65,7 +66,7 @@ def test_every_sampler_but_undimix_trains_one_step_on_a_graph_batch(prepared: Pa
     check_graph_training(sampler, options, queue_size=0, world_size=1)
     before = [p.detach().clone() for p in model.parameters()]
     index = torch.arange(12)
-    result = step(samples[index], labels[index], options)
+    (result,) = read_results([step(samples[index], labels[index], options)])
     assert result.finite and result.loss != 0.0
     assert result.same_label_pairs >= samples[index].x.shape[0], "every node has at least its own graph as a positive"
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters())), "Adam moved the weights"

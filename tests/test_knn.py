@@ -118,13 +118,20 @@ def test_k_larger_than_the_bank_is_a_one_line_usage_error(toy_data: ToyData) -> 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_queries_with_a_cpu_bank_match_the_cpu(toy_data: ToyData) -> None:
+    """The cosines are float32 sums, added in another order on each device: each may be off by about (D + 2) float32
+    roundings (a normalisation, D products added), and a score holds the difference of two cosines over T. Within that
+    bound of each other (the H100 was 3.6e-7 off the CPU), and both as close to the float64 reference as the CPU path."""
     bank, bank_labels, queries, _ = toy_data
     options = {"k": K, "temperature": TEMPERATURE, "num_classes": NUM_CLASSES, "chunk_size": 7, "bank_chunk_size": 13}
     on_cuda = knn_predict(bank, bank_labels, queries.cuda(), **options)
     on_cpu = knn_predict(bank, bank_labels, queries, **options)
     assert on_cuda.device.type == "cuda"
-    torch.testing.assert_close(on_cuda.cpu(), on_cpu)
+    float32_sums = 2 * 2 * (bank.shape[1] + 2) * torch.finfo(torch.float32).eps / TEMPERATURE
+    torch.testing.assert_close(on_cuda.cpu(), on_cpu, rtol=0, atol=float32_sums)
     assert torch.equal(on_cuda.argmax(dim=1).cpu(), on_cpu.argmax(dim=1))
+    reference, _ = brute_force_scores(bank, bank_labels, queries, K)
+    finite = reference.isfinite()
+    torch.testing.assert_close(on_cuda.cpu()[finite], reference[finite], rtol=1e-5, atol=1e-4)
 
 
 def test_near_duplicates_at_t_0_01_are_not_flattened_by_overflow() -> None:

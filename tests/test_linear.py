@@ -21,13 +21,15 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from hcl_cli import linear
-from hcl_cli.augment import build_augmentation, build_eval_transform
 from hcl_cli.cli import main
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import save_embeddings
+from hcl_cli.image.augment import build_augmentation, build_eval_transform
+from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import save_encoder
+from hcl_cli.image.networks import ContrastiveModel, build_model
+from hcl_cli.image.prepared import load_split
 from hcl_cli.linear import augmented_readout, linear_readout, standardise
 from hcl_cli.metrics import load_metrics, topk_accuracy
-from hcl_cli.models import ContrastiveModel, build_model, save_encoder
 
 Digits = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 

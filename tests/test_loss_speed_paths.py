@@ -1,6 +1,7 @@
 """The loss's fast paths equal the plain computations they replace (values and gradients), never timing.
 
-``row_logsumexp`` against ``torch.logsumexp``; ``same_label_pairs`` and ``label_pairs`` against ``nonzero``
+``row_logsumexp`` against ``torch.logsumexp``, ``unit_rows`` against ``F.normalize``, the ``nce`` terms' kernel against the
+plain debiased expression; ``same_label_pairs`` and ``label_pairs`` against ``nonzero``
 of the (n, m) mask; the tilted weights' one-step gradient (``TiltedLogMean``) against autograd through
 the weights; H-SCL's supports and UnDiMix's parts against their plain (n, m) masks; the samplers'
 known ``log_normaliser`` against the rows' ``logsumexp``; the
@@ -17,16 +18,9 @@ import ot as pot
 import pytest
 import torch
 
-from hcl_cli.objectives.core import (
-    NegativeWeights,
-    PairBatch,
-    contrastive_objective,
-    label_pairs,
-    row_logsumexp,
-    same_label_pairs,
-    tilted_log_mean,
-)
+from hcl_cli.objectives.core import NegativeWeights, PairBatch, contrastive_objective
 from hcl_cli.objectives.hscl import hscl_threshold
+from hcl_cli.objectives.kernels import label_pairs, nce_terms, row_logsumexp, same_label_pairs, tilted_log_mean, unit_rows
 from hcl_cli.objectives.ot import StabilisedKernel, sinkhorn_log_coupling
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
@@ -46,6 +40,51 @@ def test_row_logsumexp_equals_torch_logsumexp_with_gradient(dtype: torch.dtype) 
     torch.testing.assert_close(torch.autograd.grad(fast, matrix, weights)[0], torch.autograd.grad(plain, matrix, weights)[0])
     with torch.no_grad():
         torch.testing.assert_close(row_logsumexp(matrix), plain.detach())
+
+
+def test_unit_rows_are_f_normalize_with_gradient() -> None:
+    """Rows of every length, a zero row and one below F.normalize's eps (where the norm is clamped) among them."""
+    generator = torch.Generator().manual_seed(3)
+    rows = torch.randn(7, 5, generator=generator, dtype=torch.float64) * torch.tensor([[1e-3], [1.0], [30.0], [0.0], [1e-14], [2.0], [1.0]])
+    rows.requires_grad_()
+    weights = torch.randn(7, 5, generator=generator, dtype=torch.float64)
+    fast, plain = unit_rows(rows), torch.nn.functional.normalize(rows, dim=1)
+    assert torch.equal(fast, plain)
+    torch.testing.assert_close(torch.autograd.grad(fast, rows, weights)[0], torch.autograd.grad(plain, rows, weights)[0])
+
+
+def plain_nce_terms(
+    log_mean: torch.Tensor, positive: torch.Tensor, count: int, tau_plus: float | None, floor: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """HCL Eq. 4 with Fig. 13's clamp, in the log domain, as autograd runs it (what the kernel replaces): the terms and
+    the debiased ``log E``."""
+    if tau_plus is not None:
+        if tau_plus > 0:
+            largest_ratio = math.log1p(-torch.finfo(log_mean.dtype).eps)
+            log_ratio = math.log(tau_plus) + positive - log_mean
+            corrected = log_mean + torch.log1p(-torch.exp(log_ratio.clamp(max=largest_ratio))) - math.log1p(-tau_plus)
+            log_mean = torch.where(log_ratio < largest_ratio, corrected, -math.inf)
+        log_mean = log_mean.clamp(min=floor)
+    return torch.nn.functional.softplus(math.log(count) + log_mean - positive), log_mean
+
+
+@pytest.mark.parametrize("tau_plus", [None, 0.0, 0.1, 0.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_nce_terms_kernel_is_the_plain_debiased_expression_with_gradient(tau_plus: float | None, dtype: torch.dtype) -> None:
+    """Anchors on and off the floor, and some where tau+ exp(s_ip) exceeds E (no positive correction): same terms, same
+    gradients in log E and s_ip."""
+    generator = torch.Generator().manual_seed(4)
+    log_mean = (2 * torch.randn(40, generator=generator, dtype=dtype)).requires_grad_()
+    positive = (2 * torch.randn(40, generator=generator, dtype=dtype)).requires_grad_()
+    weights = torch.rand(40, generator=generator, dtype=dtype)
+    fast, (plain, debiased) = nce_terms(log_mean, positive, 126, tau_plus, -2.0), plain_nce_terms(log_mean, positive, 126, tau_plus, -2.0)
+    assert torch.equal(fast, plain), "the forward is the plain expression, op for op"
+    if tau_plus is not None:
+        assert 0 < int((debiased == -2.0).sum()) < 40, "the case covers the floor and the correction"
+    for fast_gradient, plain_gradient in zip(
+        torch.autograd.grad(fast, (log_mean, positive), weights), torch.autograd.grad(plain, (log_mean, positive), weights)
+    ):
+        torch.testing.assert_close(fast_gradient, plain_gradient)
 
 
 def test_same_label_pairs_equal_nonzero_of_the_mask() -> None:

@@ -15,14 +15,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hcl_cli.augment import build_eval_transform
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
+from hcl_cli.image.augment import build_eval_transform
+from hcl_cli.image.card import load_card
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import build_training
 from hcl_cli.objectives import negative_weights
 from hcl_cli.objectives.moco import MocoBatch, moco_loss
-from hcl_cli.training.step import build_training
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -110,7 +111,7 @@ def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_
     encoder_q, encoder_k = copy.deepcopy(model), copy.deepcopy(queue.key_model)
     queue_before = queue.keys.T.clone()  # builder.py stores the queue as (C, K)
     torch.manual_seed(7)
-    result = training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0))
+    result = training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0)).read()
 
     # The transcription: q from encoder_q, the momentum update, then k from the shuffled batch.
     im_q = im_k = training_step.augment(images)

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.models import ContrastiveModel, ProjectionHead, build_model, load_encoder, resolve_arch, save_encoder
+from hcl_cli.image.encoder import load_encoder, save_encoder
+from hcl_cli.image.networks import ContrastiveModel, ProjectionHead, build_model, resolve_arch
 
 META = {"mean": [0.3], "std": [0.4], "config": {"sampler": "hucl", "beta": 1.0}, "epoch": 3, "seed": 7, "dataset": "digits"}
 
@@ -155,7 +156,7 @@ def edit_sidecar(path: Path, **changes: object) -> None:
         ({"in_channels": 3}, "the architecture needs"),
         ({"arch": "vgg11"}, "unknown arch"),
         ({"image_size": "8"}, "positive integer"),
-        ({"kind": "embeddings"}, "expected a encoder artifact"),
+        ({"kind": "embeddings"}, "expected an encoder artifact"),
     ],
 )
 def test_load_rejects_a_sidecar_that_does_not_match_the_weights(tmp_path: Path, changes: dict[str, object], message: str) -> None:
@@ -182,10 +183,10 @@ def test_load_of_a_missing_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"mean": None}, "sidecar field 'mean' must be a list of 1 numbers, one per channel .got None."),
+        ({"mean": None}, r"sidecar field 'mean' must be a list of 1 numbers in \[0, 1\], one per channel .got None."),
         ({"std": [0.4, 0.4]}, "sidecar field 'std' must be a list of 1 numbers"),
         ({"mean": ["0.3"]}, "sidecar field 'mean' must be a list of 1 numbers"),
-        ({"std": [0.0]}, "sidecar field 'std' must hold positive numbers"),
+        ({"std": [0.0]}, r"sidecar field 'std' must be a list of 1 numbers in \[1e-08, 1\]"),
     ],
 )
 def test_load_names_the_file_and_a_bad_normalisation_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:

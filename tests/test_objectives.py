@@ -276,7 +276,7 @@ def test_undimix_matches_algorithm_with_autograd_gradients() -> None:
     h1, h2 = (torch.randn(B, HIDDEN, generator=generator, dtype=torch.float64) for _ in range(2))
     z1, z2 = (layer(h).detach().requires_grad_() for h in (h1, h2))
     for mix in [(1.0, 1.0, 1.0), (0.2, 0.5, 0.3)]:
-        options = {"undimix_weights": mix, "undimix_diversity": "both"}  # reference_diversity reads Eq. (4) over both views
+        options = {"undimix_weights": mix, "undimix_diversity": "both-views"}  # reference_diversity reads Eq. (4) over both views
         loss = contrastive_loss(z1, z2, sampler="undimix", temperature=T, head_inputs=(h1, h2), **options)
         assert_same_loss(loss, reference_undimix(z1, z2, layer, h1, h2, T, mix), (z1, z2))
 

@@ -6,8 +6,9 @@ paper's formula (float64, plain loops), or of the official code where that is th
 3. HCL-OT: kappa 1 by default, and Eq. (5)'s epsilon is half of ``ot_epsilon``;
 4. the basic contrastive loss of HCL-OT Eq. (9) for every sampler (``objective="bcl"``);
 5. detached negative weights (H-SCL's code): same value, other gradient;
-6. UnDiMix: learned weights, the literal Eq. (3) gradient by autograd, Eq. (4)'s diversity over the
-   anchor's view, convex mixing weights;
+6. UnDiMix: learned weights (and the direction descent moves them), Eq. (2)'s posterior over all
+   N rows, the literal Eq. (3) gradient by autograd, Eq. (4)'s diversity over the negative's view,
+   convex mixing weights;
 7. HCL Fig. 4's oracle: the unsupervised losses with same-label positives (``positives="labels"``).
 """
 
@@ -43,9 +44,18 @@ from hcl_cli.diagnostics import assumption1_fraction, hscl_diagnostics
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives import SAMPLERS, beta_at, check_sampler_inputs, contrastive_loss, negative_weights
 from hcl_cli.objectives.core import PairBatch
-from hcl_cli.objectives.registry import supervised_samplers, users_of
+from hcl_cli.objectives.registry import UNDIMIX_DIVERSITY, supervised_samplers, users_of
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.objectives.undimix import SCORES, diversity_scores, importance, initial_attention, last_layer_gradients, mixing_weights
+from hcl_cli.objectives.undimix import (
+    SCORES,
+    diversity_scores,
+    importance,
+    initial_attention,
+    last_layer_gradients,
+    mixing_weights,
+    pseudo_label_gradients,
+)
+from hcl_cli.objectives.undimix_diversity import DIVERSITY_READINGS
 
 LABELS = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
 BETA, THRESHOLD = 1.5, 0.0
@@ -253,7 +263,7 @@ def reference_bcl(q: list[Tensor], z1: Tensor, z2: Tensor, labels: Tensor, label
 def test_bcl_is_eq9_for_every_sampler(sampler: str, positives: str) -> None:
     layer, h1, h2, z1, z2 = head(32)
     options = {"temperature": T, "beta": BETA, "tau_plus": 0.1, "threshold": THRESHOLD, "ot_epsilon": 0.5, "ot_iterations": 50}
-    options["undimix_diversity"] = "both"  # the reference's reading of Eq. (4)
+    options["undimix_diversity"] = "both-views"  # the reference's reading of Eq. (4)
     loss = contrastive_loss(z1, z2, LABELS, sampler=sampler, objective="bcl", positives=positives, head_inputs=(h1, h2), **options)
     q = reference_negative_distribution(sampler, z1, z2, LABELS, (h1, h2), layer)
     assert_same_loss(loss, reference_bcl(q, z1, z2, LABELS, positives == "labels" or sampler in supervised_samplers()), (z1, z2))
@@ -293,7 +303,7 @@ def test_undimix_learned_weights_are_a_softmax_trained_by_the_loss() -> None:
         head_inputs=(h1, h2),
         undimix_learned=True,
         undimix_attention=attention,
-        undimix_diversity="both",
+        undimix_diversity="both-views",
     )
     reference = reference_undimix(z1, z2, layer, h1, h2, T, list(torch.softmax(attention, dim=0)))
     assert_same_loss(loss, reference, (z1, z2, attention))
@@ -309,7 +319,7 @@ def test_undimix_learned_weights_leave_out_the_parts_of_weight_zero() -> None:
         "undimix_weights": "1,0,2",
         "undimix_learned": True,
         "undimix_attention": attention,
-        "undimix_diversity": "both",
+        "undimix_diversity": "both-views",
     }
     loss = contrastive_loss(z1, z2, sampler="undimix", **options)
     kept = torch.softmax(attention[[0, 2]], dim=0)
@@ -329,6 +339,59 @@ def test_undimix_learned_weights_start_at_the_fixed_ones() -> None:
     assert learned.item() == pytest.approx(fixed.item(), abs=1e-7)
     with pytest.raises(UsageError, match="undimix_attention"):
         contrastive_loss(z1, z2, sampler="undimix", head_inputs=(h1, h2), undimix_learned=True)
+
+
+def test_undimix_learned_weights_descend_from_similarity_toward_diversity() -> None:
+    """Descent on the loss (the trainer's optimizer) moves lambda toward easier negatives: on random batches the
+    gradient with respect to the logits is positive for similarity and negative for diversity (summing to 0,
+    a softmax), through hcl's loss and Algorithm 1's transcription alike, and a descent step lowers E_q[s_ij]."""
+    for seed, uncertainty in ((50, "badge"), (51, "badge"), (52, "literal"), (53, "literal")):
+        layer, h1, h2, z1, z2 = head(seed)
+        attention = initial_attention("1,1,1").to(torch.float64).requires_grad_()
+        options = {"temperature": T, "head_inputs": (h1, h2), "head_layer": layer, "undimix_uncertainty": uncertainty}
+        learned = {**options, "undimix_learned": True, "undimix_attention": attention}
+        gradient = torch.autograd.grad(contrastive_loss(z1, z2, sampler="undimix", **learned), attention)[0]
+        assert gradient[0] > 0 > gradient[2], f"descent shrinks similarity and grows diversity (gradient {gradient.tolist()})"
+        assert gradient.sum().item() == pytest.approx(0.0, abs=1e-12)
+        gradients = list(torch.stack(literal_gradients(layer, h1, h2))) if uncertainty == "literal" else None
+        mix = list(torch.softmax(attention, dim=0))
+        transcribed = torch.autograd.grad(reference_undimix(z1, z2, layer, h1, h2, T, mix, gradients=gradients), attention)[0]
+        assert transcribed[0] > 0 > transcribed[2], f"Algorithm 1 with softmax weights: {transcribed.tolist()}"
+        cosine = unit_rows(z1, z2).detach() @ unit_rows(z1, z2).detach().T
+        hardness = [
+            (negative_weights(z1.detach(), z2.detach(), sampler="undimix", **{**learned, "undimix_attention": logits}) * cosine).sum()
+            for logits in (attention.detach(), attention.detach() - 0.5 * gradient / gradient.norm())
+        ]
+        assert hardness[1] < hardness[0], "a descent step puts q on less similar negatives"
+
+
+def eq2_posterior(scores: Tensor, match: int, printed: bool) -> Tensor:
+    """UnDiMix Eq. (2) for one row x~_j against the N rows x_k of the other view (``scores`` = s(x_k, x~_j), ``match`` = j):
+    exp(s(x_k, x~_j)) / sum_i' exp(s(x_i', x~_j)), the sum over every i' (hcl's reading) or, as printed, over i' != j."""
+    kept = [k for k in range(len(scores)) if not (printed and k == match)]
+    return scores.exp() / scores[kept].exp().sum()
+
+
+def test_undimix_eq2_posterior_is_a_softmax_over_every_row_of_the_other_view_the_match_included() -> None:
+    """hcl's pseudo-labelling gradient (BADGE's delta_j) is the cross-entropy's under Eq. (2) with the match in the
+    denominator; as printed (i' != j) the "posterior" sums to more than 1 and its gradient is another."""
+    z1, z2 = views(39)
+    raw = torch.cat([z1, z2]).detach()
+    delta = pseudo_label_gradients(F.normalize(raw, dim=1), raw)
+    for printed in (False, True):
+        expected, totals = [], []
+        for j in range(2 * B):
+            row = raw[j].clone().requires_grad_()
+            others = F.normalize(raw[B:] if j < B else raw[:B], dim=1)
+            posterior = eq2_posterior(others @ F.normalize(row, dim=0), j % B, printed)
+            totals.append(posterior.sum().item())
+            expected.append(torch.autograd.grad(-posterior[posterior.argmax()].log(), row)[0])
+        if printed:
+            assert min(totals) > 1.0, "with i' != j in the denominator Eq. (2) is no distribution over the k of its argmax"
+            assert not torch.allclose(delta, torch.stack(expected), atol=1e-6)
+        else:
+            assert totals == pytest.approx([1.0] * 2 * B, abs=1e-12)
+            torch.testing.assert_close(delta, torch.stack(expected), rtol=0, atol=1e-12)
 
 
 def literal_gradients(layer: nn.Linear, h1: Tensor, h2: Tensor) -> list[Tensor]:
@@ -352,7 +415,7 @@ def test_undimix_literal_uncertainty_is_eq3_as_written(bias: bool) -> None:
     expected = torch.stack(literal_gradients(layer, h1, h2))
     batch = PairBatch(z1.detach(), z2.detach(), None, T)
     torch.testing.assert_close(last_layer_gradients(batch, torch.cat([h1, h2]), layer), expected)
-    options = {"temperature": T, "head_inputs": (h1, h2), "undimix_diversity": "both"}
+    options = {"temperature": T, "head_inputs": (h1, h2), "undimix_diversity": "both-views"}
     loss = contrastive_loss(z1, z2, sampler="undimix", head_layer=layer, undimix_uncertainty="literal", **options)
     reference = reference_undimix(z1, z2, layer, h1, h2, T, (1.0, 1.0, 1.0), gradients=list(expected))
     assert_same_loss(loss, reference, (z1, z2))
@@ -362,33 +425,35 @@ def test_undimix_literal_uncertainty_is_eq3_as_written(bias: bool) -> None:
         contrastive_loss(z1, z2, sampler="undimix", head_inputs=(h1, h2), undimix_uncertainty="literal")
 
 
-def anchor_view_diversity(z: Tensor, i: int, j: int) -> Tensor:
-    """UnDiMix Eq. (4) as written, r(x~_j, x_i) = 1/(N - 2) sum_{j' not in {i, j}} (1 - s(x~_j, x~_j')):
-    the N - 2 = B - 2 rows j' of the anchor's view whose images are neither i's nor j's."""
+def eq4_diversity(z: Tensor, i: int, j: int, view: int) -> Tensor:
+    """UnDiMix Eq. (4), r(x~_j, x_i) = 1/(N - 2) sum_{j' not in {i, j}} (1 - s(x~_j, x~_j')), its N - 2 = B - 2
+    terms j' the rows of ``view`` (0: the first B rows, 1: the last B) whose images are neither i's nor j's."""
     batch = len(z) // 2
-    view = range(batch) if i < batch else range(batch, 2 * batch)
-    others = [k for k in view if k % batch not in (i % batch, j % batch)]
+    others = [k for k in range(view * batch, (view + 1) * batch) if k % batch not in (i % batch, j % batch)]
     assert len(others) == batch - 2
     return sum(1 - z[j] @ z[k] for k in others) / (batch - 2)
 
 
-def test_undimix_diversity_is_eq4_over_the_anchor_view_by_default_and_over_both_views_as_an_option() -> None:
+def test_undimix_diversity_is_eq4_over_the_negatives_view_by_default_and_names_the_other_readings() -> None:
+    """As written, x~_j' is in the negative's view (the tilde: Eq. (1)'s negatives x~_j): j' runs over the view of j,
+    whatever the anchor's; ``anchor-view`` and ``both-views`` are the mean over the anchor's view and over both."""
     z1, z2 = views(38)
     z = unit_rows(z1, z2).detach()
-    default = diversity_scores(PairBatch(z1, z2, None, T))
-    options = SamplerOptions.resolve(SAMPLERS["undimix"], {})
-    both = diversity_scores(PairBatch(z1, z2, None, T), options.replaced({"undimix_diversity": "both"}, {}))
-    torch.testing.assert_close(diversity_scores(PairBatch(z1, z2, None, T), options), default, rtol=0, atol=0)
+    batch = PairBatch(z1, z2, None, T)
+    resolved = SamplerOptions.resolve(SAMPLERS["undimix"], {})
+    assert resolved.undimix_diversity == "negative-view" == UNDIMIX_DIVERSITY.default
+    assert set(DIVERSITY_READINGS) == set(UNDIMIX_DIVERSITY.choices), "every choice is computed, and named for what it computes"
+    default = diversity_scores(batch, resolved)
+    anchor, both = (diversity_scores(batch, resolved.replaced({"undimix_diversity": name}, {})) for name in ("anchor-view", "both-views"))
     gaps = []
     for i in range(2 * B):
         for j in range(2 * B):
             if j not in (i, partner(i, B)):
-                assert default[i, j].item() == pytest.approx(anchor_view_diversity(z, i, j).item(), abs=1e-12)
+                assert default[i, j].item() == pytest.approx(eq4_diversity(z, i, j, view=j // B).item(), abs=1e-12)
+                assert anchor[i, j].item() == pytest.approx(eq4_diversity(z, i, j, view=i // B).item(), abs=1e-12)
                 assert both[i, j].item() == pytest.approx(reference_diversity(z, i, j).item(), abs=1e-12)
-                gaps.append(abs(default[i, j] - both[i, j]).item())
-                with_own_view = sum(1 - z[j] @ z[k] for k in range(2 * B) if k not in (i, partner(i, B), j)) / (2 * B - 3)
-                assert both[i, j].item() != pytest.approx(with_own_view.item(), abs=1e-9)
-    assert max(gaps) > 1e-3, "the two readings differ"
+                gaps.append(abs(default[i, j] - anchor[i, j]).item())
+    assert max(gaps) > 1e-3, "the negative's view and the anchor's differ"
 
 
 def test_undimix_importance_is_a_convex_combination_in_zero_one_where_the_raw_sum_is_negative() -> None:

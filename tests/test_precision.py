@@ -9,11 +9,12 @@ import torch
 
 from hcl_cli.cli import main
 from hcl_cli.config import PrepareConfig, PretrainConfig
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.image.card import load_card
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import build_training
+from hcl_cli.runtime import uses_bf16
 from hcl_cli.stages import prepare
-from hcl_cli.training.precision import uses_bf16
-from hcl_cli.training.step import build_training
 
 CPU = torch.device("cpu")
 

@@ -31,8 +31,9 @@ from sklearn.datasets import load_digits
 from hcl_cli.artifacts import OWNED_FILES, save_artifact, write_json
 from hcl_cli.cli import main
 from hcl_cli.config import PrepareConfig
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.errors import HclError
+from hcl_cli.image.card import load_card
+from hcl_cli.image.prepared import load_split
 from hcl_cli.stages import prepare
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -442,10 +443,10 @@ def test_a_card_json_does_not_make_a_users_folder_replaceable(tmp_path: Path, ca
     (out / "thesis.tex").write_text("precious")
     code = _run_cli(["prepare", "--out", str(out)])
     errors = capsys.readouterr().err.splitlines()
-    assert code == 1 and len(errors) == 1
-    assert (
-        errors[0]
-        == f"hcl prepare: error: --out {out} is a folder that hcl prepare did not write (no {OWNED_FILES}): give a new or empty folder"
+    assert code == 2 and len(errors) == 1
+    assert errors[0] == (
+        f"hcl prepare: error: --out {out} exists and is a folder holding files hcl did not write (card.json, thesis.tex); "
+        "hcl writes only over its own prepared dataset: move it away, or choose another --out"
     )
     assert sorted(p.name for p in out.iterdir()) == ["card.json", "thesis.tex"] and (out / "thesis.tex").read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
@@ -456,10 +457,9 @@ def test_a_file_added_to_a_prepared_folder_is_never_deleted(tmp_path: Path, caps
     (out / "notes.txt").write_text("mine")
     code = _run_cli(["prepare", "--seed", "2", "--out", str(out)])
     error = capsys.readouterr().err.strip()
-    assert (
-        code == 1
-        and error
-        == f"hcl prepare: error: --out {out} holds files that hcl prepare did not write (notes.txt): move them away or give another folder"
+    assert code == 2 and error == (
+        f"hcl prepare: error: --out {out} exists and is a folder holding files hcl did not write (notes.txt); "
+        "hcl writes only over its own prepared dataset: move it away, or choose another --out"
     )
     assert (out / "notes.txt").read_text() == "mine" and load_card(out).seed == 0
 
@@ -491,9 +491,9 @@ def _regular_file(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("make_out", "message"),
     [
-        (lambda tmp_path: Path("/dev/null"), "--out /dev/null is a device or special file, not a folder"),
-        (_regular_file, "is a file: give a folder for the prepared dataset"),
-        (_symlink_to_a_prepared_folder, "is a symbolic link: give the prepared dataset folder itself"),
+        (lambda tmp_path: Path("/dev/null"), "--out /dev/null exists and is a FIFO, socket or device, not hcl's prepared dataset"),
+        (_regular_file, "exists and is a file, not hcl's prepared dataset: choose another --out"),
+        (_symlink_to_a_prepared_folder, "is a symbolic link, which hcl neither replaces nor writes through"),
     ],
 )
 def test_out_must_be_a_real_folder(
@@ -503,7 +503,7 @@ def test_out_must_be_a_real_folder(
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     code = _run_cli(["prepare", "--out", str(out)])
     errors = capsys.readouterr().err.splitlines()
-    assert code == 1 and len(errors) == 1 and message in errors[0] and str(out) in errors[0]
+    assert code == 2 and len(errors) == 1 and message in errors[0] and str(out) in errors[0]
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert Path("/dev/null").is_char_device()
 

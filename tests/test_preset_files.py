@@ -21,7 +21,7 @@ PRESET = "hcl-stl10-hard-beta1"
 def hcl_preset(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """``hcl preset PRESET --params path`` in-process: exit code, stdout, stderr."""
     with pytest.raises(SystemExit) as exited:
-        main(["preset", PRESET, "--params", str(path)])
+        main(["preset", PRESET, "--no-estimate", "--params", str(path)])
     out, err = capsys.readouterr()
     return exited.value.code, out, err
 

@@ -34,7 +34,7 @@ HSCL = {"epochs": 200, "batch_size": 512, "lr": 1e-3, "temperature": 0.5, "annea
 OT = {"epochs": 400, "batch_size": 512, "lr": 1e-3, "temperature": 0.5, "ot_cost": "sq", "ot_iterations": 1000, "arch": "resnet50"}
 MOCO = {"queue_size": 65536, "queue_mode": "moco", "momentum": 0.999, "temperature": 0.2, "arch": "resnet50"}
 UNDIMIX = {"epochs": 400, "batch_size": 256, "lr": 1e-3, "temperature": 0.5, "arch": "resnet50"}
-LITERAL = {"sampler": "undimix", "undimix_uncertainty": "literal", "undimix_diversity": "anchor"}
+LITERAL = {"sampler": "undimix", "undimix_uncertainty": "literal", "undimix_diversity": "negative-view"}
 
 SOURCES: dict[str, tuple[dict[str, Any], str]] = {
     # HCL, STL-10: image/README.md's table (batch 256) and image/main.py.

@@ -134,7 +134,7 @@ def test_hcl_preset_does_not_import_torch() -> None:
 
 def test_an_unknown_preset_is_a_one_line_usage_error_naming_the_presets(params_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = params_file.read_text()
-    code, _, err = hcl(["preset", "hcl-stl10-hard", "--params", str(params_file)], capsys)
+    code, _, err = hcl(["preset", "hcl-stl10-hard", "--no-estimate", "--params", str(params_file)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith("hcl preset: error: unknown preset 'hcl-stl10-hard'; the presets are: hcl-stl10-simclr, ")
     assert all(name in err for name in PRESETS)
@@ -146,7 +146,7 @@ def test_a_preset_writes_its_groups_and_nothing_else(
 ) -> None:
     before_text = params_file.read_text()
     before = yaml.safe_load(before_text)
-    code, out, _ = hcl(["preset", "hscl-cifar10-hscl-beta", "--params", str(params_file)], capsys)
+    code, out, _ = hcl(["preset", "hscl-cifar10-hscl-beta", "--no-estimate", "--params", str(params_file)], capsys)
     assert code == 0 and "pretrain.sampler: hucl -> hscl" in out and "note: H-SCL Sec. V-A" in out
     after_text = params_file.read_text()
     after = yaml.safe_load(after_text)
@@ -191,7 +191,7 @@ def test_a_preset_resets_what_it_does_not_name_but_keeps_the_machine_keys(params
     for key, value in (("positives", "labels"), ("max_steps", "5"), ("compile", "true"), ("eval_every", "10"), ("ot_epsilon", "0.3")):
         text = re.sub(rf"^  {key}: \S+", f"  {key}: {value}", text, count=1, flags=re.MULTILINE)
     params_file.write_text(text)
-    assert hcl(["preset", "hcl-stl10-hard-beta1", "--params", str(params_file)], capsys)[0] == 0
+    assert hcl(["preset", "hcl-stl10-hard-beta1", "--no-estimate", "--params", str(params_file)], capsys)[0] == 0
     pretrain = yaml.safe_load(params_file.read_text())["pretrain"]
     assert (pretrain["positives"], pretrain["max_steps"], pretrain["ot_epsilon"]) == ("partner", 0, 0.5)
     assert (pretrain["compile"], pretrain["eval_every"]) == (True, 10)
@@ -199,9 +199,9 @@ def test_a_preset_resets_what_it_does_not_name_but_keeps_the_machine_keys(params
 
 
 def test_a_second_application_changes_nothing(params_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    hcl(["preset", "undimix-cifar100", "--params", str(params_file)], capsys)
+    hcl(["preset", "undimix-cifar100", "--no-estimate", "--params", str(params_file)], capsys)
     first = params_file.read_text()
-    code, out, _ = hcl(["preset", "undimix-cifar100", "--params", str(params_file)], capsys)
+    code, out, _ = hcl(["preset", "undimix-cifar100", "--no-estimate", "--params", str(params_file)], capsys)
     assert code == 0 and ": 0 value(s) changed" in out.splitlines()[0] and params_file.read_text() == first
 
 
@@ -210,7 +210,7 @@ def test_missing_groups_and_keys_are_added_and_a_flow_group_becomes_a_block(tmp_
     path.write_text(
         "# my experiments\npretrain:\n  sampler: ucl   # the baseline\n  epochs: 3\n  compile: true\nlinear: {epochs: 3, mine: 1}\nknn:\n  k: 20\nmytool: {x: 1}\n"
     )
-    assert hcl(["preset", "hclot-stl10-debiased", "--params", str(path)], capsys)[0] == 0
+    assert hcl(["preset", "hclot-stl10-debiased", "--no-estimate", "--params", str(path)], capsys)[0] == 0
     text = path.read_text()
     assert text.startswith(
         "# my experiments\npretrain:\n  sampler: ot    # the baseline\n  epochs: 400\n  compile: true\n  arch: resnet50 "
@@ -229,7 +229,7 @@ def test_missing_groups_and_keys_are_added_and_a_flow_group_becomes_a_block(tmp_
 
 def test_a_missing_params_file_starts_from_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "params.yaml"
-    assert hcl(["preset", "hcl-cifar100-beta0.5", "--params", str(path)], capsys)[0] == 0
+    assert hcl(["preset", "hcl-cifar100-beta0.5", "--no-estimate", "--params", str(path)], capsys)[0] == 0
     params, defaults = yaml.safe_load(path.read_text()), yaml.safe_load(default_params_yaml())
     assert params == defaults | {group: defaults[group] | values for group, values in PRESETS["hcl-cifar100-beta0.5"].groups().items()}
     assert path.read_text().startswith("# Parameters of the pipeline")
@@ -238,5 +238,5 @@ def test_a_missing_params_file_starts_from_the_defaults(tmp_path: Path, capsys: 
 def test_a_malformed_params_file_is_refused_and_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "params.yaml"
     path.write_text("pretrain: [1, 2\n")
-    code, _, err = hcl(["preset", "hcl-stl10-simclr", "--params", str(path)], capsys)
+    code, _, err = hcl(["preset", "hcl-stl10-simclr", "--no-estimate", "--params", str(path)], capsys)
     assert code == 2 and "cannot read" in err and path.read_text() == "pretrain: [1, 2\n"

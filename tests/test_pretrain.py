@@ -22,15 +22,16 @@ import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
 from hcl_cli.config import EmbedConfig, PrepareConfig, PretrainConfig
-from hcl_cli.datasets import load_card
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.image import step
+from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import load_encoder
 from hcl_cli.modality import modality_of
-from hcl_cli.models import load_encoder
 from hcl_cli.objectives.registry import SAMPLERS, supervised_samplers
 from hcl_cli.provenance import describe_extent
 from hcl_cli.stages import embed, prepare
-from hcl_cli.training import builders, loop, memory, step
+from hcl_cli.training import builders, loop, memory
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.signals import TrainingInterrupted
 
@@ -145,7 +146,7 @@ def test_the_paper_variants_train(digits: Path, tmp_path: Path, options: dict[st
 
 
 def test_resnet18_pretrains_on_cifar_shaped_images_with_the_simclr_recipe(tmp_path: Path) -> None:
-    """The CPU smoke run: ResNet-18 (CIFAR stem) and kornia's batched SimCLR augmentation on a
+    """The CPU smoke run: ResNet-18 (CIFAR stem) and the batched SimCLR augmentation on a
     tiny test-made image folder of 32x32 RGB images (two classes), one epoch."""
     generator = np.random.default_rng(0)
     for split, count in (("train", 16), ("test", 4)):
@@ -210,6 +211,46 @@ def test_a_non_finite_step_stops_with_the_last_good_checkpoint_and_no_encoder(
     assert not (tmp_path / "models" / "encoder.safetensors").exists()
     tensors, _ = load_artifact(tmp_path / "models" / "checkpoints" / "epoch-0000-step-000002.safetensors", "checkpoint", {})
     assert all(torch.isfinite(t.float()).all() for t in tensors.values())
+
+
+def test_with_reads_every_four_steps_a_non_finite_step_is_named_at_the_next_read(
+    digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on an accelerator: the step makes no host sync, the loop reads at steps 2 (a checkpoint) and 4. The third step's
+    NaN skips its update on the device and stops the run at the read after it, naming step 3 and the checkpoint of step 2."""
+    real_loss, calls = step.sampler_loss, []
+
+    def poisoned_loss(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+        calls.append(1)
+        loss, stats = real_loss(*args, **kwargs)
+        return (loss * math.nan if len(calls) == 3 else loss), stats
+
+    monkeypatch.setattr(step, "sampler_loss", poisoned_loss)
+    monkeypatch.setattr(loop, "read_interval", lambda device: 4)
+    monkeypatch.setenv("HCL_SKIP_MEMORY_CHECK", "1")
+    with pytest.raises(HclError, match=r"non-finite loss at epoch 1, step 3 .*last good checkpoint: .*epoch-0000-step-000002\.safetensors"):
+        pretrain.run(tiny_config(digits, tmp_path, checkpoint_every=2))
+    assert len(calls) == 4, "the fourth step ran before the read that found the third"
+    assert not (tmp_path / "models" / "encoder.safetensors").exists()
+
+
+def test_how_often_the_loop_reads_changes_nothing_it_writes(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads every step (a CPU) and every third step (5 steps an epoch, a checkpoint mid-interval): the same log, the
+    same last checkpoint and encoder, bitwise."""
+    outputs = []
+    for every in (1, 3):
+        monkeypatch.setattr(loop, "read_interval", lambda device, every=every: every)
+        run = tmp_path / f"every{every}"
+        pretrain.run(tiny_config(digits, run, epochs=2, checkpoint_every=4, sampler="hscl"))
+        tensors, _ = load_artifact(run / "models" / "encoder.safetensors", "encoder", {})
+        latest = CheckpointStore(run / "models" / "checkpoints").latest()
+        assert latest is not None
+        checkpoint, _ = load_artifact(latest, "checkpoint", {})
+        outputs.append((logged(run, "loss"), logged(run, "same_label_pairs"), tensors, checkpoint))
+    (losses, pairs, encoder, checkpoint), (other_losses, other_pairs, other_encoder, other_checkpoint) = outputs
+    assert losses == other_losses and pairs == other_pairs
+    assert all(torch.equal(encoder[name], other_encoder[name]) for name in encoder)
+    assert all(torch.equal(checkpoint[name], other_checkpoint[name]) for name in checkpoint)
 
 
 def test_resume_with_other_parameters_is_a_usage_error(digits: Path, tmp_path: Path) -> None:
@@ -292,14 +333,13 @@ def test_the_startup_line_and_the_eta_say_what_runs(digits: Path, tmp_path: Path
     pretrain.run(tiny_config(digits, tmp_path, epochs=3))
     captured = capsys.readouterr()
     assert "hcl pretrain: hucl on cpu, small_cnn, digits (89 images of 1x8x8), 3 epochs of 5 steps of 16: 15 steps" in captured.out
-    assert re.search(r"hcl pretrain: \S+ s per step: about \d+ s to go", captured.err)
+    assert re.search(r"hcl pretrain: \S+ s per step: about \d+ s to go", captured.out)
 
 
 def test_an_emptied_metrics_file_does_not_stop_a_resume(digits: Path, tmp_path: Path) -> None:
     """A kill while the log was written once left metrics.json empty; the log is rebuilt from the checkpoint."""
     pretrain.run(tiny_config(digits, tmp_path, epochs=3))
     (tmp_path / "dvclive" / "metrics.json").write_text("")
-    (tmp_path / "dvclive" / "plots" / "metrics" / "loss.tsv").write_bytes(b"\x00\xff garbage")
     pretrain.run(tiny_config(digits, tmp_path, epochs=4, resume=True))
     assert len(logged(tmp_path, "loss")) == 4
     assert json.loads((tmp_path / "dvclive" / "metrics.json").read_text())["step"] == 3
@@ -308,7 +348,7 @@ def test_an_emptied_metrics_file_does_not_stop_a_resume(digits: Path, tmp_path: 
 def test_an_unwritable_output_folder_fails_before_training(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a-file").write_text("not a folder")
     monkeypatch.setitem(builders.TRAINING_BUILDERS, "image", lambda *args: pytest.fail("training was set up"))
-    with pytest.raises(HclError, match=r"cannot write .*a-file/models"):
+    with pytest.raises(UsageError, match=r"a-file/models/encoder.safetensors lies under a file, not a folder"):
         pretrain.run(tiny_config(digits, tmp_path / "a-file"))
 
 
@@ -331,23 +371,36 @@ def test_without_a_terminal_a_plain_progress_line_says_where_the_run_is(
     pretrain.run(tiny_config(digits, tmp_path, epochs=2))
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hcl pretrain: step ")]
     assert len(lines) == 10
-    assert re.fullmatch(r"hcl pretrain: step 1 of 10 \(10%\), epoch 1 of 2, loss \d+\.\d{4}, timing the steps", lines[0])
+    assert re.fullmatch(r"hcl pretrain: step 1 of 10 \(10%\), epoch 1 of 2, loss \d+\.\d{4}, \S+ s per step, about \d+ s to go", lines[0])
     assert re.fullmatch(r"hcl pretrain: step 10 of 10 \(100%\), epoch 2 of 2, loss \d+\.\d{4}, \S+ s per step, about 0 s to go", lines[-1])
 
 
-def test_the_eta_leaves_the_warm_up_steps_out_and_follows_the_steady_rate(capsys: pytest.CaptureFixture[str]) -> None:
-    """Three slow warm-up steps (10 s each), then 1 s per step: the ETA is 1 s per remaining step, and updated."""
+def test_the_eta_comes_after_the_first_step_and_follows_the_median_of_recent_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    """A slow first step (100 s), then 1 s per step, then 2 s: the first estimate is the first step's pace, the one printed
+    after CORRECTION_STEPS steps the median's (the first step outvoted), and the rate follows the recent steps."""
     now = [0.0]
     clock = loop.RunClock(total_steps=1000, epochs=10, steps_per_epoch=100, device=torch.device("cpu"), plain=False, timer=lambda: now[0])
     estimates = []
-    for done in range(1, 21):
-        now[0] += 10.0 if done <= loop.WARMUP_STEPS else (1.0 if done <= 12 else 2.0)
+    for done in range(1, 41):
+        now[0] += 100.0 if done == 1 else (1.0 if done <= 20 else 2.0)
         estimates.append(clock.step_done(done, 1.0))
-    first = loop.WARMUP_STEPS + loop.ETA_STEPS
-    assert estimates[: first - 1] == [None] * (first - 1)
-    assert estimates[first - 1] == loop.format_duration(1000 - first)
-    assert "hcl pretrain: 1 s per step: about 17 min to go" in capsys.readouterr().err
-    assert estimates[-1] == loop.format_duration((9 + 8 * 2) / 17 * 980), "the rate is updated at every step"
+    printed = capsys.readouterr().out.splitlines()
+    assert estimates[0] == loop.format_duration(100.0 * 999)
+    assert printed[0].startswith("hcl pretrain: 100 s per step: about 27.8 h to go at the first step's pace")
+    assert printed[1].startswith("hcl pretrain: hint: over a day on a CPU; for a quick run try --arch small_cnn")
+    assert printed[2] == f"hcl pretrain: 1 s per step: about {loop.format_duration(990)} to go (the median of the last 10 steps)"
+    assert len(printed) == 3, "the corrected estimate is printed once"
+    assert estimates[-1] == loop.format_duration(2.0 * 960), "the rate follows the last RECENT_STEPS steps"
+
+
+def test_steps_read_in_a_group_count_its_mean_time() -> None:
+    """On an accelerator the loop reads its steps' results every few steps: each counts the group's mean."""
+    now = [0.0]
+    clock = loop.RunClock(total_steps=100, epochs=1, steps_per_epoch=100, device=torch.device("cuda"), plain=False, timer=lambda: now[0])
+    now[0] = 5.0
+    assert clock.step_done(1, 1.0) == loop.format_duration(5.0 * 99)
+    now[0] += 20 * 0.5
+    assert clock.step_done(21, 1.0, steps=20) == loop.format_duration(0.5 * 79)
 
 
 def test_ctrl_c_during_the_first_step_stops_at_once(digits: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

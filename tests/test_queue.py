@@ -26,17 +26,19 @@ from torch import Tensor, nn
 import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.config import PretrainConfig
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
-from hcl_cli.models import build_model, load_encoder
+from hcl_cli.image import step
+from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import load_encoder
+from hcl_cli.image.momentum import MomentumQueue
+from hcl_cli.image.networks import build_model
+from hcl_cli.image.prepared import load_split
+from hcl_cli.image.step import build_training
 from hcl_cli.objectives import SAMPLERS, contrastive_loss, negative_weights
 from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.objectives.registry import supervised_samplers
 from hcl_cli.objectives.undimix import key_features
-from hcl_cli.training import step
-from hcl_cli.training.momentum import MomentumQueue
-from hcl_cli.training.step import build_training
 
 QUEUED_IMAGES = 5
 K = 2 * QUEUED_IMAGES
@@ -122,7 +124,7 @@ def undimix_gradients(batch: QueuedBatch) -> tuple[list[Tensor], list[Tensor]]:
 
 def undimix_rows(batch: QueuedBatch, mix: tuple[float, float, float]) -> list[Tensor]:
     """Per anchor, Algorithm 1's weights of its negatives among the candidates: similarity, uncertainty
-    and Eq. (4)'s diversity (over the candidates of the anchor's view of images other than the anchor's and
+    and Eq. (4)'s diversity (over the candidates of the negative's view of images other than the anchor's and
     the negative's), each min-max normalised over the negatives, mixed, scaled to mean 1."""
     z, c, images = batch.anchors.detach(), batch.candidates.detach(), candidate_images()
     views = [j // B for j in range(2 * B)] + [p % 2 for p in range(K)]
@@ -134,7 +136,7 @@ def undimix_rows(batch: QueuedBatch, mix: tuple[float, float, float]) -> list[Te
         uncertainty = torch.stack([anchor_gradients[i] @ candidate_gradients[j] for j in negatives])
         diversity = []
         for j in negatives:
-            others = [k for k in range(len(c)) if views[k] == views[i] and images[k] not in (i % B, images[j])]
+            others = [k for k in range(len(c)) if views[k] == views[j] and images[k] not in (i % B, images[j])]
             diversity.append(sum(1 - c[j] @ c[k] for k in others) / len(others))
         parts = [w * (s - s.min()) / (s.max() - s.min()) for w, s in zip(mix, (similarity, uncertainty, torch.stack(diversity))) if w > 0]
         score = sum(parts)

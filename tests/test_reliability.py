@@ -19,10 +19,13 @@ from typing import IO
 import pytest
 import torch
 
-from hcl_cli.artifacts import atomic_path, check_replaceable, load_artifact, read_json, save_artifact, write_text
+from hcl_cli.artifacts import atomic_path, check_replaceable, load_artifact, read_json, save_artifact, tensor_output, write_text
 from hcl_cli.checkpoint import POINTER_FILE, CheckpointStore
+from hcl_cli.embeddings import EMBEDDINGS_OUTPUT
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.training.log import PLOTS_FOLDER, TrainingLog, read_history
+from hcl_cli.history import read_history
+from hcl_cli.metrics import METRICS_OUTPUT
+from hcl_cli.training.log import PLOTS_FOLDER, TrainingLog
 
 
 def limit_file_size(limit: int) -> Callable[[], None]:
@@ -127,20 +130,19 @@ def test_outputs_never_replace_an_artifact_of_another_kind(tmp_path: Path) -> No
     (tmp_path / "metrics.json").write_text(json.dumps({"loss": 1.0, "step": 0}))
     (tmp_path / "knn.json").write_text(json.dumps({"top1": 0.5, "top5": 0.9, "test_size": 10}))
     (tmp_path / "notes.json").write_text("my notes")
-    metrics = ("top1", "top5", "test_size")
-    for name, message in [
-        ("encoder.json", "is the sidecar of"),
-        ("card.json", "exists and is not a file of this kind"),
-        ("metrics.json", "exists and is not a file of this kind"),
-        ("notes.json", "exists and is not a file of this kind"),
+    for name, found in [
+        ("encoder.json", "the sidecar of"),
+        ("card.json", "a dataset card or sidecar"),
+        ("metrics.json", "a JSON file hcl did not write"),
+        ("notes.json", "a file hcl did not write"),
     ]:
-        with pytest.raises(UsageError, match=f"--out {tmp_path / name} {message}"):
-            check_replaceable("--out", tmp_path / name, "metrics", metrics)
-    with pytest.raises(UsageError, match="exists and is a encoder artifact, not embeddings"):
-        check_replaceable("--out", tmp_path / "encoder.safetensors", "embeddings")
-    check_replaceable("--out", tmp_path / "knn.json", "metrics", metrics)  # its own earlier result
-    check_replaceable("--out", tmp_path / "new.json", "metrics", metrics)
-    check_replaceable("--out", tmp_path / "encoder.safetensors", "encoder")
+        with pytest.raises(UsageError, match=f"--out {tmp_path / name} exists and is {found}"):
+            check_replaceable("--out", tmp_path / name, METRICS_OUTPUT)
+    with pytest.raises(UsageError, match="exists and is an hcl 'encoder' artifact"):
+        check_replaceable("--out", tmp_path / "encoder.safetensors", EMBEDDINGS_OUTPUT)
+    check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUT)  # its own earlier result
+    check_replaceable("--out", tmp_path / "new.json", METRICS_OUTPUT)
+    check_replaceable("--out", tmp_path / "encoder.safetensors", tensor_output("encoder", ("encoder",)))
 
 
 def test_linear_eval_refuses_to_write_over_the_encoder_sidecar(tmp_path: Path) -> None:
@@ -162,9 +164,9 @@ def test_pretrain_refuses_outputs_that_would_replace_a_users_or_another_stages_f
     before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     result = hcl(*args, "--out", "m", "--live-dir", "ok", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "--out m/encoder.safetensors exists and is a embeddings artifact, not encoder or graph encoder" in result.stderr
+    assert "--out m/encoder.safetensors exists and is an hcl 'embeddings' artifact" in result.stderr
     result = hcl(*args, "--out", "ok", "--live-dir", "live", cwd=tmp_path)
-    assert result.returncode == 2 and "--live-dir live holds a metrics.json that is not a training log hcl wrote" in result.stderr, (
+    assert result.returncode == 2 and "--live-dir live/metrics.json exists and is not a training log hcl wrote" in result.stderr, (
         result.stderr
     )
     assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
@@ -230,7 +232,7 @@ def test_booleans_are_not_integers_in_any_artifact_field(tmp_path: Path) -> None
         (tmp_path / "e.json").write_text(json.dumps({**values, field: value}))
         with pytest.raises(HclError):
             load_artifact(tmp_path / "e.safetensors", "embeddings", {})
-    from hcl_cli.datasets import load_card
+    from hcl_cli.image.card import load_card
 
     card = {"schema_version": True, "name": "d", "classes": ["a", "b"], "num_classes": 2, "counts": {"train": 1, "test": 1}}
     card |= {"image_shape": [1, 2, 2], "mean": [0.5], "std": [0.2]}
@@ -424,7 +426,9 @@ def test_a_name_with_a_newline_cannot_forge_a_line(tmp_path: Path) -> None:
     assert shown(forged) == "p\\nhcl prepare: wrote data/prepared: digits"
     result = hcl("prepare", "--out", forged, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("\n") == 1 and "p\\nhcl prepare" in result.stdout
+    lines = result.stdout.splitlines()  # reading, writing, wrote
+    assert len(lines) == 3 and "p\\nhcl prepare" in lines[-1]
+    assert not any(line.startswith("hcl prepare: wrote data/prepared") for line in lines), "no forged line"
 
 
 def test_atomic_writes_of_text_clean_up_on_a_library_error(tmp_path: Path) -> None:
@@ -480,14 +484,13 @@ def test_report_refuses_an_input_of_the_wrong_kind_rather_than_leaving_it_out(tm
 
 def test_image_options_on_graphs_are_refused_not_ignored() -> None:
     from hcl_cli.config.pretrain import PretrainConfig
-    from hcl_cli.stages.pretrain import check_options_apply
 
     with pytest.raises(UsageError, match=r"--blur \(pretrain.blur\) true is for images and does nothing on g's graphs"):
-        check_options_apply(PretrainConfig(blur=True, data="g"), "graph")
+        PretrainConfig(blur=True).check_modality("graph", "g's graphs")
     with pytest.raises(UsageError, match=r"--projection-dim \(pretrain.projection_dim\) 64 is for images"):
-        check_options_apply(PretrainConfig(projection_dim=64, data="g"), "graph")
-    check_options_apply(PretrainConfig(gin_layers=5, data="g"), "graph")
-    check_options_apply(PretrainConfig(blur=True, data="d"), "image")
+        PretrainConfig(projection_dim=64).check_modality("graph", "g's graphs")
+    PretrainConfig(gin_layers=5).check_modality("graph", "g's graphs")
+    PretrainConfig(blur=True).check_modality("image", "d's images")
 
 
 @pytest.mark.parametrize(

@@ -24,14 +24,16 @@ from PIL import Image
 
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig
-from hcl_cli.datasets import DatasetCard, load_card
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, HardNegatives, loss_key
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.image.card import DatasetCard, load_card
+from hcl_cli.image.encoder import save_encoder
+from hcl_cli.image.networks import build_model
 from hcl_cli.metrics import EvaluationMetrics, save_metrics
-from hcl_cli.models import build_model, save_encoder
+from hcl_cli.report.escaping import code, inline
 from hcl_cli.report.figures import FIGURE_FILES
 from hcl_cli.report.inputs import TrainedEncoder, read_metric_files
-from hcl_cli.report.markdown import code, inline, labels_note, linear_protocol
+from hcl_cli.report.markdown import labels_note, linear_protocol
 from hcl_cli.report.plots import plot_hard_negatives
 from hcl_cli.report.writer import publish
 from hcl_cli.stages import embed, knn_eval, prepare, report
@@ -399,7 +401,7 @@ def test_the_report_names_the_prepared_dataset_not_params_yaml(imagefolder_repor
 
 def test_only_the_parameters_the_sampler_reads_are_listed(imagefolder_report: str) -> None:
     listed = set(re.findall(r"^\| pretrain \| (\w+) \|", imagefolder_report, flags=re.MULTILINE))
-    assert listed == set(PretrainConfig(sampler="ucl").used_params())
+    assert listed == set(PretrainConfig(sampler="ucl").used_params("image"))
     assert {"temperature", "positives", "seed", "epochs"} <= listed
     assert not listed & {"beta", "tau_plus", "anneal", "ot_epsilon", "undimix_weights"}, "ucl reads none of them (beta 2.0 was set)"
     assert "| pretrain | sampler | ucl (params.yaml: hucl) |" in imagefolder_report
@@ -516,7 +518,7 @@ def test_a_figures_folder_holding_a_users_file_is_refused_before_any_work(
     capsys.readouterr()
     assert hcl(curves_only_args(run_folder, out, "--title", "new")) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("hcl report: error: ") and "figures holds files hcl report does not write (notes.txt)" in error
+    assert error.startswith("hcl report: error: ") and "figures exists and is a folder holding files hcl did not write (notes.txt)" in error
     assert folder_contents(out.parent) == before
     assert set(FIGURE_FILES) == EXPECTED_FIGURES, "the writer keeps exactly the files a report may draw"
 

@@ -15,6 +15,8 @@ from benchmarks import common, reproduce_graphs
 from benchmarks.reproduce_graphs import load_dataset, mean_interval, method, paired, train_encoder
 from hcl_cli.config import PretrainConfig
 from hcl_cli.graph.modality import GRAPHS
+from hcl_cli.presets import PRESETS
+from hcl_cli.presets.graphs import infograph
 from hcl_cli.stages import pretrain
 
 
@@ -54,6 +56,10 @@ def test_methods_carry_both_tables_numbers_and_the_official_reading() -> None:
         method("mutag", "scl@official")
 
 
+TABLE_BATCH = infograph(lr=0.01, weight_decay=0.0)["batch_size"]
+"""The batch of every table's method (HCL's graph code, 128): a dataset must hold at least that many graphs."""
+
+
 def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str, name: str = "toy") -> dict:
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     argv = ["reproduce_graphs", "--name", name, "--work", str(tmp_path / f"work_{name}"), "--tu-archive", str(tmp_path / "raw"), *args]
@@ -65,7 +71,7 @@ def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str, name: st
 def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_and_refuses_other_parameters(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    write_toy_tu(tmp_path / "raw", name="MUTAG")
+    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 2)  # the tables' batch of 128 fits
     first = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1")
     second = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "2", "--epochs", "1")
     rows = second["datasets"]["MUTAG"]
@@ -92,7 +98,7 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_an
 def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    write_toy_tu(tmp_path / "raw", name="MUTAG")
+    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 2)  # the tables' batch of 128 fits
     smoke = ("--datasets", "mutag", "--repeats", "1", "--epochs", "1")
     part_a = invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", name="part_a")
     part_b = invoke(monkeypatch, tmp_path, *smoke, "--methods", "hscl", name="part_b")
@@ -108,3 +114,58 @@ def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_ag
     assert rows["hscl"]["minus_ucl"]["seeds"] == [0] and merged["complete"]
     with pytest.raises(SystemExit, match="--merge nope"):
         invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", "--merge", "nope")
+
+
+def test_the_official_methods_train_the_official_presets_byte_for_byte() -> None:
+    for dataset in ("mutag", "ptc", "enzymes", "imdb-b", "imdb-m"):
+        for name, preset in (("hucl@official", f"hscl-{dataset}-hucl-official"), ("fig3-beta2@official", f"hcl-{dataset}-beta2-official")):
+            assert json.dumps(method(dataset, name).pretrain) == json.dumps(PRESETS[preset].values["pretrain"]), (dataset, name)
+        assert json.dumps(method(dataset, "hucl").pretrain) == json.dumps(PRESETS[f"hscl-{dataset}-hucl"].values["pretrain"])
+
+
+def test_the_readmes_graph_tables_are_generated_from_every_results_file() -> None:
+    readme = reproduce_graphs.README.read_text(encoding="utf-8")
+    start, end = readme.index(reproduce_graphs.README_BEGIN), readme.index(reproduce_graphs.README_END) + len(reproduce_graphs.README_END)
+    assert readme[start:end] == reproduce_graphs.readme_section(reproduce_graphs.results_files()), (
+        "run python -m benchmarks.reproduce_graphs --readme"
+    )
+
+
+def row(parameters: dict, accuracies: list[float], paper: dict | None = None, **differences: dict | None) -> dict:
+    """A results file's method row over seeds 0..n-1 (std with ddof 0, as the file has it)."""
+    mean = sum(accuracies) / len(accuracies)
+    std = (sum((a - mean) ** 2 for a in accuracies) / len(accuracies)) ** 0.5
+    return {
+        "parameters": parameters,
+        "paper": paper or {},
+        "seeds": list(range(len(accuracies))),
+        "accuracies": accuracies,
+        "mean": mean,
+        "std": std,
+        "minus_ucl": differences.get("minus_ucl"),
+        "minus_untrained": differences.get("minus_untrained"),
+    }
+
+
+def test_each_datasets_sentence_follows_the_intervals_and_fig3_is_read_against_its_beta_0() -> None:
+    untrained = {"seeds": [0, 1, 2], "accuracies": [50.0, 51.0, 52.0], "mean": 51.0, "std": 0.82}
+    above = {"mean": 3.0, "ci95": [1.0, 5.0], "n": 3}
+    within = {"mean": 0.5, "ci95": [-1.0, 2.0], "n": 3}
+    rows = {
+        "ucl": row({"sampler": "ucl"}, [60.0, 61.0, 62.0], {"Table": "61.5"}, minus_untrained=above),
+        "hucl": row({"sampler": "hucl", "beta": 1.0}, [63.0, 64.0, 65.0], {"Table": "70.0"}, minus_ucl=above),
+        "scl": row({"sampler": "scl"}, [70.0, 71.0, 72.0], minus_ucl=above),
+        "ot-eps0.1": row({"sampler": "ot"}, [60.0, 61.5, 62.0], minus_ucl=within),
+        "fig3-beta0@official": row({"sampler": "hucl", "beta": 0.0}, [55.0, 56.0, 57.0], minus_ucl=within),
+        "fig3-beta1@official": row({"sampler": "hucl", "beta": 1.0}, [54.0, 55.5, 56.0], minus_ucl=above),
+    }
+    sentence = reproduce_graphs.verdict("TOY", rows, untrained)
+    assert sentence.startswith("TOY: hard negatives help beyond the noise in hucl +3.00 [+1.00, +5.00] (1 of 3 hard-negative rows within")
+    assert "below it beyond the noise: fig3-beta1@official -0.83 [-1.55, -0.12]" in sentence, "Fig. 3's rows against their beta 0"
+    assert "scl" not in sentence.replace("ucl", ""), "scl samples no hard negatives"
+    assert "InfoGraph (ucl) is above its untrained encoder (+3.00 [+1.00, +5.00])" in sentence
+    assert reproduce_graphs.within_one_std(rows["ucl"]) == "yes" and reproduce_graphs.within_one_std(rows["hucl"]) == "no"
+    calm = {name: rows[name] for name in ("ucl", "ot-eps0.1")}
+    assert "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph (1 of 1 within" in (
+        reproduce_graphs.verdict("TOY", calm, untrained)
+    )

@@ -28,7 +28,7 @@ import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
 from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
-from hcl_cli.training import step
+from hcl_cli.image import step
 from hcl_cli.training.loop import interrupted
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
 

@@ -22,7 +22,10 @@ def test_the_training_log_records_steps_taken_and_planned_beside_the_metrics_not
 
 def entry(name: str, log: dict[str, Any] | None) -> dict[str, Any]:
     """One finished experiment in ``dvc exp show --json``'s shape, with pretrain's training log when given."""
-    metrics: dict[str, Any] = {"metrics/knn.json": {"data": {"top1": 0.9}}, "metrics/linear.json": {"data": {"top1": 0.95}}}
+    metrics: dict[str, Any] = {
+        "metrics/knn.json": {"data": {"top1": 0.9, "top5": 1.0, "test_size": 450}},
+        "metrics/linear.json": {"data": {"top1": 0.95, "top5": 1.0, "test_size": 450}},
+    }
     if log is not None:
         metrics[compare.TRAINING_LOG] = {"data": log}
     data = {"params": {"params.yaml": {"data": {"pretrain": {"sampler": "hucl", "epochs": 60}}}}, "metrics": metrics}
@@ -47,12 +50,12 @@ def test_compare_labels_a_run_stopped_by_max_steps_and_lists_its_steps_in_the_cs
     rows, _ = compare.parse_experiments(entries)
     assert [row.extent for row in rows] == ["stopped at step 120 of 300", "complete", "complete"]
     table = compare.markdown_table(rows, [])
-    assert "| Experiment | Sampler | Pretraining |" in table
-    assert "| short | hucl | stopped at step 120 of 300 |" in table
+    assert "| Experiment | Dataset | Protocol | Sampler | Pretraining |" in table
+    assert "| short | - | - | hucl | stopped at step 120 of 300 |" in table
     csv_lines = compare.csv_table(rows).splitlines()
-    assert csv_lines[0].startswith("experiment,rev,baseline,steps,planned_steps,")
-    assert csv_lines[1].startswith("short,aaaaaaa,main,120,300,")
-    assert csv_lines[3].startswith("old,aaaaaaa,main,,,")
+    assert csv_lines[0].startswith("experiment,rev,baseline,dataset,protocol,steps,planned_steps,")
+    assert csv_lines[1].startswith("short,aaaaaaa,main,-,-,120,300,")
+    assert csv_lines[3].startswith("old,aaaaaaa,main,-,-,,,")
     complete_only = compare.markdown_table(rows[1:], [])
     assert "Pretraining" not in complete_only
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from hcl_cli.artifacts.owned import OWNED_FILES
 from hcl_cli.artifacts.tensors import sidecar_path
-from hcl_cli.errors import UsageError, shown
+from hcl_cli.errors import UsageError
 
 
 def check_outputs_apart(inputs: Mapping[str, str | Path], outputs: Mapping[str, str | Path]) -> None:
@@ -68,47 +67,3 @@ def _overlap(written: Path, read: Path) -> str | None:
         if written.exists() and read.exists() and os.path.samefile(written, read):
             return f"{written} and {read} are one file"
     return None
-
-
-def check_replaceable(option: str, path: str | os.PathLike[str], kind: str | tuple[str, ...], fields: Collection[str] = ()) -> None:
-    """Refuse, before any work, an output that would replace a file that is not this output's own earlier result.
-
-    A ``.safetensors`` output may replace nothing, or a pair whose sidecar records ``kind`` (one of
-    them, when a tuple) (or tensors whose sidecar a killed first write never wrote). A JSON output (``fields`` given, e.g. a metrics
-    file's ``top1``) may replace nothing, or a JSON object holding ``fields`` that is no artifact's
-    sidecar. Anything else, whichever stage reads it (an encoder and its ``encoder.json``, a dataset
-    card, a training log's ``metrics.json``, a checkpoint pointer, a user's file), is a one-line
-    :class:`UsageError` naming what the file is.
-    """
-    target, kinds = Path(path), (kind,) if isinstance(kind, str) else kind
-    if target.suffix == ".safetensors":
-        sidecar = sidecar_path(target)
-        if not sidecar.exists():
-            return
-        recorded = _json_object(sidecar)
-        if recorded is None or recorded.get("kind") not in kinds:
-            found = f"a {recorded['kind']} artifact" if recorded and isinstance(recorded.get("kind"), str) else "not an hcl artifact"
-            raise UsageError(f"{option} {shown(path)} exists and is {found}, not {' or '.join(kinds)}: choose another {option}")
-        return
-    if not target.exists() and not target.is_symlink():
-        return
-    tensors = target.with_suffix(".safetensors")
-    if tensors.exists():
-        raise UsageError(f"{option} {shown(path)} is the sidecar of {shown(tensors)}: choose another {option}")
-    recorded = _json_object(target)
-    if recorded is None or "kind" in recorded or "schema_version" in recorded or not set(fields) <= recorded.keys():
-        what = f"a {recorded['kind']} file" if recorded and isinstance(recorded.get("kind"), str) else "not a file of this kind"
-        raise UsageError(
-            f"{option} {shown(path)} exists and is {what} (hcl writes only over its own {' or '.join(kinds)}): choose another {option}"
-        )
-
-
-def _json_object(path: Path) -> dict[str, object] | None:
-    """The JSON object in the regular file ``path``; None for anything else (a folder, a FIFO, another format)."""
-    try:
-        if not path.is_file():
-            return None
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None

@@ -115,14 +115,21 @@ def _atomic_path(target: Path) -> Iterator[Path]:
         os.replace(tmp, target)
         _fsync_dir(target.parent)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise HclError(f"cannot write {target}: {exc.strerror or exc}") from exc
     except BaseException as exc:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         reason = _write_failure(exc)
         if reason is not None:
             raise HclError(f"cannot write {target}: {reason}") from exc
         raise
+
+
+def _discard(tmp: Path) -> None:
+    """Remove the temporary file of a write that failed; one that cannot be removed (the file system went read-only)
+    stays for the next write of its target to remove, and the write's own error is the one reported."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 _LIBRARY_OS_ERROR = re.compile(r"\(os error (\d+)\)")

@@ -28,6 +28,9 @@ from hcl_cli.errors import HclError
 from hcl_cli.interrupts import uninterrupted
 
 SCHEMA_VERSION = 1
+KIND_METADATA = "hcl_kind"
+"""The safetensors header's metadata key that records the artifact's kind: a tensor file alone says it is hcl's
+(:func:`~hcl_cli.artifacts.outputs.tensor_output`), even when a kill left it without its sidecar."""
 
 
 def sidecar_path(path: str | os.PathLike[str]) -> Path:
@@ -53,7 +56,8 @@ def save_artifact(
 
     The sidecar records the sha256 of the tensor file, which binds the pair: a reader that meets
     new tensors with an old sidecar (a process killed between the two renames), or a changed
-    byte, refuses the pair rather than reading stale or damaged data as valid.
+    byte, refuses the pair rather than reading stale or damaged data as valid. The tensor file's
+    header records ``kind`` too (:data:`KIND_METADATA`).
     """
     contiguous = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
     with uninterrupted():
@@ -62,7 +66,7 @@ def save_artifact(
 
 def _save_pair(path: str | os.PathLike[str], contiguous: Mapping[str, torch.Tensor], kind: str, meta: Mapping[str, Any] | None) -> None:
     with atomic_path(path) as tmp:
-        save_file(contiguous, str(tmp))
+        save_file(contiguous, str(tmp), metadata={KIND_METADATA: kind})
         with open(tmp, "rb") as handle:
             digest = hashlib.file_digest(handle, "sha256").hexdigest()
     sidecar = {
@@ -96,7 +100,8 @@ def load_artifact(
     if not is_integer(version) or version != SCHEMA_VERSION:
         raise HclError(f"{source}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION})")
     if sidecar.get("kind") != kind:
-        raise HclError(f"{source}: expected a {kind} artifact, found {sidecar.get('kind')!r}")
+        article = "an" if kind.startswith(tuple("aeiou")) else "a"
+        raise HclError(f"{source}: expected {article} {kind} artifact, found {sidecar.get('kind')!r}")
     try:
         with open(source, "rb") as handle:
             hashed = os.fstat(handle.fileno())
@@ -157,7 +162,7 @@ def library_versions() -> dict[str, str]:
 def torchvision_version() -> str | None:
     """``torchvision.__version__`` (local tag included, e.g. ``0.29.1+cu130``) read from its ``version.py``.
 
-    Importing torchvision to read it costs a stage that builds no ResNet about 1.5 s
+    Importing torchvision to read it would cost a stage that builds no ResNet its import
     (benchmarks/results/stage_imports.json); the package metadata drops the local tag.
     """
     import ast

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hcl_cli.config.base import BATCH_LIMIT, DEVICES, FEATURES, RUNS, StageConfig, param, runtime
+from hcl_cli.config.base import BATCH_LIMIT, DEVICES, FEATURES, RUNS, StageConfig, output_file, param, runtime, threads_option
 
 
 @dataclass(init=False, frozen=True)
@@ -14,7 +14,14 @@ class KnnConfig(StageConfig):
 
     group: ClassVar[str] = "knn"
     command: ClassVar[str] = "knn-eval"
-    k: int = param(200, "Neighbours that vote.", minimum=1, maximum=BATCH_LIMIT)
+    k: int = param(
+        200,
+        "Neighbours that vote, at most the train split's size (HCL Sec. 6.3: 200; on graphs fewer than the train graphs of "
+        "any class of the papers' TU datasets, where 200 exceeds MUTAG's 141 train graphs).",
+        minimum=1,
+        maximum=BATCH_LIMIT,
+        modality_defaults=(("graph", 20),),
+    )
     temperature: float = param(0.5, "Vote weight exp(cos / T).", minimum=1e-8, maximum=1e4)
     feature: str = param("backbone", "Which embedding: backbone or projection.", choices=FEATURES)
     chunk_size: int = param(
@@ -30,5 +37,6 @@ class KnnConfig(StageConfig):
         maximum=BATCH_LIMIT,
     )
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed.")
-    out: str = runtime(f"{RUNS}/metrics/knn.json", "Metrics JSON (top-1, top-5).")
+    out: str = output_file(f"{RUNS}/metrics/knn.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
+    threads: str = threads_option()

@@ -8,6 +8,8 @@ from typing import ClassVar
 from hcl_cli.config.base import PREPARED, SEED_LIMIT, StageConfig, param, runtime
 
 DATASETS = ("digits", "cifar10", "cifar100", "stl10", "imagefolder", "tu")
+SPLIT_HERE = ("dataset", ("digits", "tu"))
+"""The datasets ``prepare`` splits itself (the others ship their own split): the ``read_when`` of the split's options."""
 
 
 @dataclass(init=False, frozen=True)
@@ -24,15 +26,21 @@ class PrepareConfig(StageConfig):
     )
     path: str = param(
         "data/raw",
-        "Source: the download root for cifar10/cifar100/stl10, the root holding train/ and test/ for imagefolder, "
+        "Source: the download root for cifar10/cifar100/stl10, the root holding train/ and test/ for imagefolder (or a .tar.gz of it), "
         "or for tu a .tar.gz archive (tu.tar.gz's layout) or a folder holding NAME/NAME_A.txt, ... or NAME_A.txt, ...",
+        read_when=("dataset", tuple(name for name in DATASETS if name != "digits")),
     )
-    name: str = param("MUTAG", "tu only: the TU dataset's name, the prefix of its files (MUTAG, PTC_MR, PROTEINS, DD, ...).")
+    name: str = param(
+        "MUTAG",
+        "tu only: the TU dataset's name, the prefix of its files (MUTAG, PTC_MR, PROTEINS, DD, ...).",
+        read_when=("dataset", ("tu",)),
+    )
     image_size: int = param(
         0,
         "Resize every image to this many pixels square (0 keeps the native size; imagefolder needs it when sizes differ).",
         minimum=0,
         maximum=4096,
+        read_when=("dataset", tuple(name for name in DATASETS if name != "tu")),
     )
     test_fraction: float = param(
         0.25,
@@ -41,6 +49,7 @@ class PrepareConfig(StageConfig):
         maximum=1.0,
         min_exclusive=True,
         max_exclusive=True,
+        read_when=SPLIT_HERE,
     )
-    seed: int = param(0, "Seed of the train/test split (digits, tu).", minimum=0, maximum=SEED_LIMIT)
+    seed: int = param(0, "Seed of the train/test split (digits, tu).", minimum=0, maximum=SEED_LIMIT, read_when=SPLIT_HERE)
     out: str = runtime(PREPARED, "Output folder for train/test(/unlabeled).safetensors and card.json.")

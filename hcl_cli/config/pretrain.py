@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hcl_cli.config.base import BATCH_LIMIT, COUNT_LIMIT, DEVICES, PREPARED, RUNS, SEED_LIMIT, StageConfig, param, runtime
+from hcl_cli.config.base import BATCH_LIMIT, COUNT_LIMIT, DEVICES, PREPARED, RUNS, SEED_LIMIT, StageConfig, param, runtime, threads_option
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, SAMPLERS, Sampler, check_moco, sampler_options, users_label, users_of
 from hcl_cli.objectives.sampler_options import SamplerOptions
@@ -14,7 +15,7 @@ from hcl_cli.option import Option
 
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50", "gin")
 PRECISIONS = ("auto", "fp32", "bf16")
-"""The image encoder's training precision (hcl_cli/training/precision.py: what ``auto`` picks, and why)."""
+"""The image encoder's training precision (hcl_cli/runtime.py: uses_bf16: what ``auto`` picks, and why)."""
 
 
 @dataclass(init=False, frozen=True)
@@ -51,12 +52,16 @@ class PretrainConfig(StageConfig):
         maximum=65536,
         modality="image",
     )
-    epochs: int = param(60, "Training epochs.", minimum=1, maximum=1_000_000)
+    epochs: int = param(
+        60, "Training epochs (on graphs, HCL App. D.2's).", minimum=1, maximum=1_000_000, modality_defaults=(("graph", 200),)
+    )
     batch_size: int = param(
         256,
-        "Samples per batch: images (each gives two views; a last partial batch is dropped) or graphs (the last partial batch is kept).",
+        "Samples per batch, at most the training set: images (each gives two views; a last partial batch is dropped) or graphs "
+        "(the last partial batch is kept; by default HCL App. D.2's).",
         minimum=2,
         maximum=BATCH_LIMIT,
+        modality_defaults=(("graph", 128),),
     )
     queue_size: int = param(
         0,
@@ -87,7 +92,7 @@ class PretrainConfig(StageConfig):
     seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
     eval_every: int = param(
         0,
-        "Every N epochs, log kNN top-1 of up to 2,000 test images against up to 10,000 train images (monitoring only; 0 disables).",
+        "Every N epochs, log kNN top-1 of up to 2,000 test samples against up to 10,000 train samples, with knn-eval's default k on the data's modality (monitoring only; 0 disables).",
         minimum=0,
         maximum=1_000_000,
     )
@@ -100,14 +105,19 @@ class PretrainConfig(StageConfig):
     checkpoint_every: int = param(
         0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0, maximum=COUNT_LIMIT
     )
-    compile: bool = param(False, "torch.compile the encoder (CUDA).")
+    compile: bool = param(False, "Images: torch.compile the encoder (CUDA).", modality="image")
     precision: str = param(
         "auto",
         "The image encoder's precision: bf16 (bfloat16 autocast, channels_last; the loss stays float32) or fp32; "
         "auto: bf16 on CUDA, fp32 on a CPU (bf16 was not measurably faster on a CPU with AMX: benchmarks/results/cpu_precision.json).",
         choices=PRECISIONS,
+        modality="image",
     )
-    sync_batchnorm: bool = param(False, "Under torchrun, convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).")
+    sync_batchnorm: bool = param(
+        False,
+        "Images, under torchrun: convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).",
+        modality="image",
+    )
     data: str = runtime(PREPARED, "Prepared dataset folder (from hcl prepare).")
     out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
     live_dir: str = runtime(
@@ -122,6 +132,7 @@ class PretrainConfig(StageConfig):
         "With --resume: a checkpoint of other parameters, or of a finished run, starts a fresh run instead of an error or a no-op (for dvc.yaml).",
     )
     device: str = runtime("auto", "Where to train: auto (CUDA when present), cpu or cuda.", choices=DEVICES)
+    threads: str = threads_option()
     sampler_options: dict[str, Any] = field(default_factory=dict)
     """The loss and sampler options (temperature, beta, ...), checked, by name, as params.yaml holds them;
     declared in :mod:`hcl_cli.objectives.registry`."""
@@ -162,19 +173,26 @@ class PretrainConfig(StageConfig):
         """Whether this run's sampler reads the loss or sampler option ``option``."""
         return self.sampler in users_of(option)
 
-    def used_params(self) -> dict[str, Any]:
-        """The parameters this run's sampler reads: the training ones, the loss's and the sampler's own."""
-        return {name: value for name, value in self.params().items() if name not in self.sampler_options or self.reads(name)}
+    @classmethod
+    def read_params(cls, values: Mapping[str, Any], modality: str | None) -> list[str]:
+        """The training parameters of ``modality`` (:meth:`StageConfig.read_params`), and of the loss and sampler options
+        those the run's sampler reads (:func:`~hcl_cli.objectives.registry.users_of`)."""
+        sampler = values.get("sampler", cls.sampler)
+        options = {option.name for option in sampler_options()}
+        return [name for name in super().read_params(values, modality) if name not in options or sampler in users_of(name)]
 
-    def ignored_changes(self) -> list[str]:
-        """Warnings for the sampler options set away from their defaults that this run's sampler does not read
-        (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model every time)."""
+    def ignored_changes(self, world_size: int = 1) -> list[str]:
+        """Warnings for the options set away from their defaults that a run in ``world_size`` processes does not read:
+        the sampler options its sampler does not read (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model
+        every time), the momentum without a queue, SyncBatchNorm in a single process."""
         momentum = next(option for option in self.declared_options() if option.name == "momentum")
         unread = (
             [f"momentum = {self.momentum!r} is not read without a queue (queue_size 0)"]
             if not self.queue_size and self.momentum != momentum.default
             else []
         )
+        if self.sync_batchnorm and world_size == 1:
+            unread.append("sync_batchnorm = true is not read in a single process (it spans the GPUs of a torchrun run)")
         return unread + [
             f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
             for option in sampler_options()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hcl_cli.config.base import PREPARED, RUNS, StageConfig, param, runtime
+from hcl_cli.config.base import PREPARED, RUNS, StageConfig, output_file, param, runtime
 
 
 @dataclass(init=False, frozen=True)
@@ -24,4 +24,4 @@ class ReportConfig(StageConfig):
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings for the similarity histograms.")
     data: str = runtime(PREPARED, "Prepared dataset (images for the hard-negative grid).")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder, for the sampler's weights in the hard-negative grid.")
-    out: str = runtime(f"{RUNS}/reports/report.md", "Report file; figures go beside it.")
+    out: str = output_file(f"{RUNS}/reports/report.md", "Report file; figures go beside it.")

@@ -2,6 +2,8 @@
 
 ``tu.py`` reads a TU dataset's raw text files (from a ``.tar.gz`` archive or a folder) and checks
 them; ``data.py`` turns them into a :class:`~hcl_cli.graph.data.GraphDataset` with the node
-features of the papers' code, saves and loads it, and gathers mini-batches; ``gin.py`` is
-InfoGraph's GIN encoder with its FF heads; ``svm.py`` is the papers' SVM evaluation.
+features of the papers' code and saves and loads it, with its card (``card.py``) and its
+train/test split (``prepared.py``); ``batch.py`` gathers mini-batches; ``gin.py`` is InfoGraph's
+GIN encoder with its FF heads (``encoder.py`` its artifact); ``step.py`` one training step;
+``svm.py`` the papers' SVM evaluation; ``modality.py`` puts them behind the modality seam.
 """

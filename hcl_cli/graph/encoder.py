@@ -12,7 +12,7 @@ holds the state dict; its sidecar records the architecture (``arch`` gin, ``in_d
 ``layers``, ``feature_dim``, ``projection_dim``) and what pretraining records of every encoder
 (``config``, ``epoch``, ``seed``, ``dataset``, ``world_size``, ``run``, ``learned``,
 ``versions``). :func:`load_graph_encoder` checks every field as
-:func:`hcl_cli.models.load_encoder` does: one line naming the file and the field.
+:func:`hcl_cli.image.encoder.load_encoder` does: one line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
+from hcl_cli.artifacts.encoders import RecordedEncoder, check_state_dict, load_recorded_weights
 from hcl_cli.artifacts.tensors import library_versions, load_artifact, save_artifact
 from hcl_cli.errors import HclError
 from hcl_cli.graph.gin import Edges, InfoGraphModel
-from hcl_cli.models import RecordedEncoder, check_state_dict, load_recorded_weights
 
 GRAPH_ENCODER_KIND = "graph encoder"
 GIN = "gin"

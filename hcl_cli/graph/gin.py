@@ -1,32 +1,28 @@
 """The papers' graph encoder: InfoGraph's GIN with its FF heads (HCL App. D.2; HCL's graph/gin.py and model.py).
 
-:class:`GINEncoder` is InfoGraph's ``Encoder`` (graph/gin.py lines 21-59): K layers of a GIN
+:class:`GINEncoder` is InfoGraph's ``Encoder`` (graph/gin.py lines 21-60): K layers of a GIN
 convolution (Xu et al. 2019, Eq. 4.1 with epsilon = 0: h_i = MLP(h_i + sum of h_j over the edges
 j -> i), MLP = Linear, ReLU, Linear), each followed by ReLU and then BatchNorm1d; every layer's
 node embeddings are sum-pooled per graph and the K poolings concatenated into the graph
 embedding (K * hidden = 96 for the papers' K = 3, hidden = 32), the K node embeddings
 concatenated into each node's local embedding. :class:`FF` is the heads' 3-layer MLP with a
-linear shortcut (graph/model.py lines 44-63); :class:`InfoGraphModel` puts one FF on the nodes
+linear shortcut, the official ``FF`` (graph/model.py lines 48-68); :class:`InfoGraphModel` puts one FF on the nodes
 (``local_d``) and one on the graphs (``global_d``) and initialises every linear layer as the code
-does (graph/deepinfomax.py lines 54-60: Xavier-uniform weights, zero biases).
+does (graph/deepinfomax.py lines 61-67, ``init_emb``: Xavier-uniform weights, zero biases).
 
 The message passing and pooling are written with torch alone rather than torch-geometric's
 ``GINConv`` and ``global_add_pool``: the same sums (tests/test_gin.py checks them equal to the
 official encoder built on torch-geometric). Given an ``edge_index``, the messages are summed with
 ``index_select``/``index_add``; given the batch's :class:`Adjacency` (which
-:class:`~hcl_cli.graph.data.GraphBatcher` builds with each batch), they are one sparse CSR product
-``A x``, and its gradient one product with the transposed CSR built beside it: on a DD batch of
-128 graphs (52K nodes, 265K edges, one thread) 2 ms against 20 ms forward, and no 15 ms transposition
-backward. The gradient reaching each BatchNorm is made contiguous first (:func:`contiguous_grad`):
-the slice of the concatenation's gradient it gets otherwise sends ``batch_norm_backward`` down a
-path 25 times slower (39 ms against 1.4 ms on those 52K x 32). benchmarks/results/gin_backend.json
-(CPU, one thread, shared machine) finds the convolutions and pooling as fast either way (forward +
-backward + step per epoch: torch-geometric / torch 1.03 on MUTAG, 1.01 on DD, medians), the batching
-of :class:`~hcl_cli.graph.data.GraphBatcher` 22x faster than torch-geometric's ``DataLoader``
-collation on MUTAG (1.2x on DD), hence whole epochs 1.15x faster on MUTAG and equal on DD; and
-importing torch-geometric costs about 4 s per process, a quarter of a 200-epoch MUTAG run. So
-torch alone, without the dependency. The parameter names are torch-geometric's (``convs.{i}.nn``,
-``bns.{i}``), so the official encoder's weights load into :class:`GINEncoder`.
+:class:`~hcl_cli.graph.batch.GraphBatcher` builds with each batch), they are one sparse CSR product
+``A x``, and its gradient one product with the transposed CSR built beside it, so that backward
+transposes nothing. The gradient reaching each BatchNorm is made contiguous first
+(:func:`contiguous_grad`): the slice of the concatenation's gradient it gets otherwise sends
+``batch_norm_backward`` down a much slower path. Against torch-geometric (the convolutions,
+pooling, batching and whole epochs, and the cost of importing it):
+benchmarks/results/gin_backend.json, which is why the dependency is left out. The parameter names
+are torch-geometric's (``convs.{i}.nn``, ``bns.{i}``), so the official encoder's weights load into
+:class:`GINEncoder`.
 """
 
 from __future__ import annotations

@@ -12,10 +12,12 @@ What each method does, and the decisions behind it:
 - **Batches**: a graph epoch keeps its last partial batch (:attr:`GraphModality.keep_last_batch`),
   as the official ``DataLoader(batch_size=128)`` does (MUTAG's 188 graphs are 2 steps), except a
   tail of fewer than 2 graphs (a node's negatives are the other graphs of its batch), which is
-  dropped. The order is a seeded permutation per epoch (the official loader does not shuffle).
+  dropped. The order is a seeded permutation per epoch; the official code shuffles the dataset
+  once, before training (deepinfomax.py line 118, ``TUDataset(path, name=DS).shuffle()``), and
+  its loader keeps that order every epoch.
   Graph training runs in one process and without a momentum queue (:func:`~hcl_cli.graph.step.check_graph_training`).
 - **Samples** (:class:`GraphSamples`): the graphs resident on the device; ``samples[index]`` is a
-  :class:`~hcl_cli.graph.data.GraphBatch` gathered by :class:`~hcl_cli.graph.data.GraphBatcher`.
+  :class:`~hcl_cli.graph.batch.GraphBatch` gathered by :class:`~hcl_cli.graph.batch.GraphBatcher`.
 - **Encoder**: :class:`~hcl_cli.graph.encoder.GinModel`, stored as a ``graph encoder`` artifact
   (:mod:`hcl_cli.graph.encoder`); ``embed`` writes the 96-d graph embedding as the backbone and
   the global head's output as the projection.
@@ -33,7 +35,9 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.graph.data import CARD_FILE, GraphBatch, GraphBatcher, GraphCard, load_graph_card, load_prepared_graphs
+from hcl_cli.graph.batch import GraphBatch, GraphBatcher
+from hcl_cli.graph.card import CARD_FILE, GraphCard, load_graph_card
+from hcl_cli.graph.data import load_prepared_graphs
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND, GinModel, GraphEncoderSidecar, load_graph_encoder, save_graph_encoder
 from hcl_cli.graph.gin import global_add_pool
 from hcl_cli.graph.prepared import SPLITS, load_split_indices
@@ -44,7 +48,7 @@ MIN_BATCH_GRAPHS = 2
 
 class GraphSamples:
     """Graphs resident on a device (:class:`~hcl_cli.modality.Samples`): ``len()``, ``.device``, and
-    ``samples[index]``, the :class:`~hcl_cli.graph.data.GraphBatch` of the graphs at positions ``index``."""
+    ``samples[index]``, the :class:`~hcl_cli.graph.batch.GraphBatch` of the graphs at positions ``index``."""
 
     def __init__(self, batcher: GraphBatcher, indices: Tensor) -> None:
         self.batcher = batcher
@@ -63,7 +67,7 @@ class GraphSamples:
 
 
 class GraphModality:
-    """Graphs of a TU dataset; a batch is a :class:`~hcl_cli.graph.data.GraphBatch` (module docstring)."""
+    """Graphs of a TU dataset; a batch is a :class:`~hcl_cli.graph.batch.GraphBatch` (module docstring)."""
 
     name = "graph"
     sample_noun = "graph"

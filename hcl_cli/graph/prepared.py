@@ -20,9 +20,10 @@ import torch
 from torch import Tensor
 
 from hcl_cli.artifacts.tensors import TensorSpec, load_artifact, save_artifact
-from hcl_cli.datasets.images import check_split_sizes
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.graph.data import CARD_FILE, GRAPHS_FILE, GraphCard, GraphDataset, save_prepared_graphs
+from hcl_cli.graph.card import CARD_FILE, GraphCard
+from hcl_cli.graph.data import GRAPHS_FILE, GraphDataset, save_prepared_graphs
+from hcl_cli.splits import check_split_sizes
 
 SPLIT_FILE = "split.safetensors"
 SPLIT_KIND = "graph split"
@@ -39,7 +40,7 @@ def stratified_split(labels: Tensor, test_fraction: float, seed: int) -> dict[st
 
     values = labels.numpy()
     classes, counts = np.unique(values, return_counts=True)
-    check_split_sizes(len(values), len(classes), test_fraction)
+    check_split_sizes(len(values), len(classes), test_fraction, "graph")
     if counts.min() < 2:
         raise UsageError(f"class {int(classes[counts.argmin()])} has one graph: a stratified train/test split needs at least 2 per class")
     train, test = train_test_split(np.arange(len(values)), test_size=test_fraction, random_state=seed, stratify=values)

@@ -22,32 +22,34 @@ import torch
 from torch import Tensor, nn
 
 from hcl_cli.errors import UsageError
-from hcl_cli.graph.data import GraphBatch
+from hcl_cli.graph.batch import GraphBatch
 from hcl_cli.graph.encoder import GinModel
 from hcl_cli.modality import StepResult
 from hcl_cli.objectives.infograph import check_graph_sampler, node_graph_loss, reads_officially
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.optimizer import FlatAdam, update_where_finite
 
 if TYPE_CHECKING:
     from hcl_cli.config.pretrain import PretrainConfig
     from hcl_cli.distributed import DistributedContext
-    from hcl_cli.graph.data import GraphCard
+    from hcl_cli.graph.card import GraphCard
 
 
 @dataclass
 class GraphTrainingStep:
-    """One step on a :class:`~hcl_cli.graph.data.GraphBatch`: forward, loss, backward, and Adam where it is finite.
+    """One step on a :class:`~hcl_cli.graph.batch.GraphBatch`: forward, loss, backward, and Adam where it is finite.
 
-    The update is applied only when the loss and the gradients' norm are finite;
-    :attr:`StepResult.finite` tells the caller (the loop stops, naming the last checkpoint).
+    The update is applied only where the loss and the gradients' norm are finite, decided on the
+    device as the image step does (:func:`~hcl_cli.optimizer.update_where_finite`); the loop reads
+    the :class:`StepResult` later and stops, naming the last checkpoint.
     ``same_label_pairs`` reports the loss's positive (node, graph) pairs and ``anchors_left_out``
     the nodes without a negative graph (supervised samplers, when every other graph of the batch
     shares the node's label), from :class:`~hcl_cli.objectives.core.LossStats` as the image step does.
     """
 
     model: GinModel
-    optimizer: torch.optim.Optimizer
+    optimizer: FlatAdam
     sampler: str
     learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
     """Tensors the loss learns with the encoder: none on graphs (UnDiMix's learned weights need two views; it is refused)."""
@@ -60,7 +62,7 @@ class GraphTrainingStep:
     def __call__(self, batch: GraphBatch, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``batch`` (at least 2 graphs) with the sampler options of the current epoch; checks nothing."""
         spec = SAMPLERS[self.sampler]
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         graphs, nodes = self.model.encoder(batch.x, batch.edges, batch.batch, batch.num_graphs)
         node_graph, counts = batch.batch, None
         merged = merge_duplicate_nodes(nodes, node_graph) if reads_officially(self.sampler, loss_options) else None
@@ -70,12 +72,7 @@ class GraphTrainingStep:
         graph_labels = labels if spec.label_positives(loss_options) else None
         loss, stats = node_graph_loss(local, global_, node_graph, graph_labels, sampler=self.sampler, options=loss_options, counts=counts)
         loss.backward()
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.model.parameters() if p.grad is not None])
-        values = torch.stack([loss.detach(), grad_norm, stats.terms.float(), stats.anchors_without_negatives.float()]).tolist()
-        result = StepResult(*values)
-        if result.finite:
-            self.optimizer.step()
-        return result
+        return StepResult(update_where_finite(self.optimizer, loss, stats.terms, stats.anchors_without_negatives))
 
 
 MERGE_BELOW = 0.8
@@ -103,7 +100,7 @@ def merge_duplicate_nodes(nodes: Tensor, node_graph: Tensor) -> tuple[Tensor, Te
     Nodes of one graph with equal GIN embeddings (the leaves around one post of a REDDIT-BINARY
     thread: 62% of a batch's rows) have equal local embeddings and equal rows of the official
     loss, so the local head and the loss run once per distinct row, weighted by its count
-    (:func:`~hcl_cli.objectives.infograph.official_jsd_hard`), and each node's gradient is its
+    (:func:`~hcl_cli.objectives.jsd_hard.official_jsd_hard`), and each node's gradient is its
     row's over the count: the same loss and gradients up to float32 rounding. Rows are grouped by
     the bits of two random projections and the graph; a row unequal to its group's first (the
     projections collide on rows a rounding apart) is left alone.
@@ -154,10 +151,9 @@ def keep_freed_memory() -> bool:
 
     A CPU step on a batch of DD (36K nodes) allocates and frees the same tensors of up to 19 MB
     (the nodes' 96-d activations, the scores of nodes against graphs) in every step; glibc maps each
-    anew (above its threshold, or after trimming the heap) and every page of it faults on first touch.
-    Kept, epochs of DD under ``graph_weights: official`` took 5.2, 4.1 and 2.8 s against 9.6, 5.0 and
-    5.1 s (one thread, the two settings interleaved in one process on the shared 2-core machine,
-    load 5). Done once per process, on Linux with glibc; True when it was applied.
+    anew (above its threshold, or after trimming the heap) and every page of it faults on first touch;
+    kept, those pages are reused (DD's epochs against the official code's: benchmarks/results/graph_peer.json).
+    Done once per process, on Linux with glibc; True when it was applied.
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -176,7 +172,7 @@ def build_graph_training(
     if device.type == "cpu":
         keep_freed_memory()
     model = GinModel(in_dim, hidden, layers).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = FlatAdam(model.parameters(), lr=lr, weight_decay=weight_decay)
     return model, GraphTrainingStep(model, optimizer, sampler)
 
 

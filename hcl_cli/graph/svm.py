@@ -15,19 +15,21 @@ retrain the encoder from scratch: run this once per trained encoder for those).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.progress import progress
 
 if TYPE_CHECKING:
     from sklearn.model_selection import GridSearchCV
 
 PAPER_C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
-"""evaluate_embedding.py line 21."""
+"""evaluate_embedding.py line 22: ``params = {'C':[0.001, 0.01,0.1,1,10,100,1000]}``."""
 PAPER_FOLDS = 10
 PAPER_INNER_FOLDS = 5
 
@@ -76,9 +78,10 @@ def svm_protocol(
     """Run the protocol of the module docstring on ``embeddings`` (n, d) and their ``labels`` (n,).
 
     Deterministic for a given ``seed``. Invalid settings (fewer than 2 folds, a class with fewer
-    graphs than folds, an empty or non-positive C grid) are a :class:`UsageError`; non-finite
-    embeddings (a diverged encoder) an :class:`HclError`. scikit-learn is imported here: at the top
-    it cost every ``hcl linear-eval`` of images about 2.4 s (benchmarks/results/stage_imports.json).
+    graphs than folds or, in an outer training fold, than inner folds, an empty or non-positive C
+    grid) are a :class:`UsageError`; non-finite embeddings (a diverged encoder) an :class:`HclError`.
+    scikit-learn is imported here: at the top it would cost every ``hcl linear-eval`` of images its
+    import (benchmarks/results/stage_imports.json).
     """
     from sklearn.metrics import accuracy_score
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -104,21 +107,28 @@ def svm_protocol(
         raise UsageError("the SVM protocol needs at least 2 classes")
     if counts.min() < folds:
         raise UsageError(f"the smallest class has {counts.min()} graphs, fewer than the {folds} folds of the SVM protocol")
+    smallest = int(counts.min())
+    in_training = smallest - math.ceil(smallest / folds)  # a stratified test fold holds at most ceil(count / folds) of a class
+    if in_training < inner_folds:
+        raise UsageError(
+            f"the smallest class has {smallest} graphs, {in_training} in an outer training fold: fewer than the "
+            f"{inner_folds} inner folds of the SVM protocol's search for C (lower --svm-inner-folds or --svm-folds)"
+        )
 
-    accuracies: list[list[float]] = []
-    top5: list[list[float]] = []
-    chosen: list[list[float]] = []
-    for repeat in range(repeats):
-        outer = StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed(seed, repeat))
-        accuracies.append([])
-        top5.append([])
-        chosen.append([])
-        for train, test in outer.split(x, y):
-            search = GridSearchCV(SVC(), {"C": grid}, cv=inner_folds, scoring="accuracy")
-            search.fit(x[train], y[train])
-            accuracies[-1].append(float(accuracy_score(y[test], search.predict(x[test]))))
-            top5[-1].append(top5_share(search, x[test], y[test], len(counts)))
-            chosen[-1].append(float(search.best_params_["C"]))
+    accuracies: list[list[float]] = [[] for _ in range(repeats)]
+    top5: list[list[float]] = [[] for _ in range(repeats)]
+    chosen: list[list[float]] = [[] for _ in range(repeats)]
+    splits = [
+        (repeat, train, test)
+        for repeat in range(repeats)
+        for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed(seed, repeat)).split(x, y)
+    ]
+    for repeat, train, test in progress(splits, len(splits), "SVM folds", "fold", "hcl linear-eval"):
+        search = GridSearchCV(SVC(), {"C": grid}, cv=inner_folds, scoring="accuracy")
+        search.fit(x[train], y[train])
+        accuracies[repeat].append(float(accuracy_score(y[test], search.predict(x[test]))))
+        top5[repeat].append(top5_share(search, x[test], y[test], len(counts)))
+        chosen[repeat].append(float(search.best_params_["C"]))
     every = np.array(accuracies)
     repeat_means = every.mean(axis=1)
     return SvmResult(
@@ -135,6 +145,22 @@ def svm_protocol(
         c_grid=grid,
         seed=seed,
     )
+
+
+def svm_details(result: SvmResult) -> dict[str, Any]:
+    """What a metrics file records of the protocol (its ``details.svm``): the std over the folds, the folds, repeats and inner
+    folds, the C grid, per-repeat means and their std, every fold's accuracy and chosen C."""
+    return {
+        "std": result.std,
+        "folds": result.folds,
+        "repeats": len(result.repeat_means),
+        "inner_folds": result.inner_folds,
+        "c_grid": result.c_grid,
+        "repeat_means": result.repeat_means,
+        "repeat_std": result.repeat_std,
+        "fold_accuracies": result.fold_accuracies,
+        "chosen_c": result.chosen_c,
+    }
 
 
 def top5_share(search: GridSearchCV, x: np.ndarray, y: np.ndarray, classes: int) -> float:

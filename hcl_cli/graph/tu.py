@@ -15,7 +15,8 @@ naming the file and, where there is one, the line.
 The edges are what torch-geometric's ``read_tu_data`` (torch_geometric/io/tu.py, 2.8.1) makes of
 them, the graphs the papers' code trains on: self-loops removed, repeated entries merged (IMDB and
 REDDIT list every edge four times), sorted by (row, col). No reverse entry is added: the TU files
-list both directions of every undirected edge, and :attr:`TuGraphs.undirected` says whether they do.
+list both directions of every undirected edge, :attr:`TuGraphs.undirected` says whether they do, and
+where they do not, :attr:`TuGraphs.notes` says so once (``hcl prepare`` prints it as a warning).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from hcl_cli.errors import HclError, UsageError
 REQUIRED = ("A", "graph_indicator", "graph_labels")
 OPTIONAL = ("node_labels", "node_attributes")
 TOKEN_SHOWN = 24
+UTF8_BOM = b"\xef\xbb\xbf"
+"""The byte-order mark some editors put at the start of a UTF-8 file: read as nothing."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class TuGraphs:
     self_loops_removed: int
     duplicates_removed: int
     undirected: bool
+    notes: tuple[str, ...] = ()
+    """What the files state that is accepted but worth a warning (edges listed in one direction only)."""
 
     @property
     def num_nodes(self) -> int:
@@ -165,7 +170,13 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
     if (bad := np.flatnonzero((steps < 0) | (steps > 1))).size:
         line = int(bad[0]) + 2
         before, after = indicator[line - 2], indicator[line - 1]
-        why = "graph ids must not decrease" if after < before else f"graphs {before + 1}..{after - 1} would have no nodes"
+        later = np.flatnonzero(indicator[line:] == before + 1)
+        if after < before:
+            why = "graph ids must not decrease"
+        elif later.size:
+            why = f"graph {before + 1} comes later (line {line + int(later[0]) + 1}): the nodes must be listed graph by graph, in increasing order"
+        else:
+            why = f"graphs {before + 1}..{after - 1} would have no nodes"
         raise HclError(f"{where} line {line}: graph id {after} after {before}: {why}")
     nodes, graphs = len(indicator), int(indicator[-1])
 
@@ -198,7 +209,16 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
     loops = edges[:, 0] == edges[:, 1]
     keys = np.unique(edges[~loops, 0] * nodes + edges[~loops, 1])
     edge_index = np.stack([keys // nodes, keys % nodes])
-    reverse = np.sort(edge_index[1] * nodes + edge_index[0])
+    one_way = ~np.isin(edge_index[1] * nodes + edge_index[0], keys)
+    notes = ()
+    if one_way.any():
+        row, col = edge_index[:, np.flatnonzero(one_way)[0]]
+        line = int(np.flatnonzero((edges[:, 0] == row) & (edges[:, 1] == col))[0]) + 1
+        notes = (
+            f"{labels['A']} lists {int(one_way.sum())} of its {len(keys)} edges in one direction only (the first on line "
+            f"{line}: {row + 1}, {col + 1}); kept as listed, as torch-geometric's read_tu_data keeps them: the GIN passes "
+            "their messages one way",
+        )
     return TuGraphs(
         name=name,
         source=source,
@@ -210,7 +230,8 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
         files=files,
         self_loops_removed=int(loops.sum()),
         duplicates_removed=int((~loops).sum()) - len(keys),
-        undirected=bool(np.array_equal(reverse, keys)),
+        undirected=not one_way.any(),
+        notes=notes,
     )
 
 
@@ -223,12 +244,12 @@ def _parse(data: bytes, label: str, *, columns: int | None, integers: bool) -> n
     """The comma-separated numbers of a TU file as an (lines, columns) int64 or float64 array.
 
     ``columns=None`` takes the number of values on the first line and requires it on every line.
-    Trailing blank lines are ignored; any other line that is not ``columns`` numbers is an error
+    A UTF-8 byte-order mark at the start and trailing blank lines are ignored; any other line that is not ``columns`` numbers is an error
     naming its line. Vectorised: the line structure is checked from the positions of the commas
     and newlines, the values are converted in one call, and only a failed conversion is searched
     token by token for its line.
     """
-    data = data.replace(b"\r\n", b"\n").rstrip() + b"\n"
+    data = data.removeprefix(UTF8_BOM).replace(b"\r\n", b"\n").rstrip() + b"\n"
     if data == b"\n":
         return np.zeros((0, columns or 1), dtype=np.int64 if integers else np.float64)
     raw = np.frombuffer(data, dtype=np.uint8)

@@ -27,7 +27,7 @@ the ``objective`` option picks ``nce`` or ``bcl`` for any of them (tau+ does not
 The samplers see a :class:`ScoreBatch`: a score matrix of n anchors against m candidates, each
 anchor's positive column, its negative mask, and the anchors' and candidates' labels. Two kinds
 exist: :class:`PairBatch` here (two views of B images, above), and
-:class:`~hcl_cli.objectives.infograph.NodeGraphBatch` (InfoGraph: the batch's nodes against its
+:class:`~hcl_cli.objectives.node_graph.NodeGraphBatch` (InfoGraph: the batch's nodes against its
 graphs, each node's positive its own graph), whose loss is the Jensen-Shannon objective of
 :mod:`~hcl_cli.objectives.infograph`.
 """
@@ -41,14 +41,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
+from hcl_cli.objectives.kernels import label_pairs, nce_terms, pairs_within, row_logsumexp, tilted_log_mean, unit_rows
+from hcl_cli.runtime import constant
 
 Objective = Literal["nce", "bcl"]
 """The objectives of :func:`contrastive_objective` (two views); ``jsd`` is the graph objective of
-:func:`~hcl_cli.objectives.infograph.jsd_objective`."""
+:func:`~hcl_cli.objectives.jsd.jsd_objective`."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class PairMasks:
 
     For B images in two views against 2B + K candidates (n = 2B, m = 2B + K, built once per
     (B, K, device) by :func:`pair_masks`) the shapes below are given in those terms; a node-graph
-    batch (:func:`~hcl_cli.objectives.infograph.node_graph_masks`) has the same fields with
-    n nodes, m = G graphs, and "image" read as "graph".
+    batch (:func:`~hcl_cli.objectives.node_graph.node_graph_masks`) has the same fields with
+    n nodes and m = G graphs.
     """
 
     rows: Tensor
@@ -71,10 +72,6 @@ class PairMasks:
     """(2B, 2B + K) bool: every pair except self and partner (a node against every graph but its own)."""
     others: Tensor
     """(2B, 2B + K) bool: every pair except self (every pair for nodes and graphs: no anchor is a candidate)."""
-    candidate_images: Tensor
-    """(2B + K,) int64: which image each candidate shows: ``j mod B`` in the batch, ``B + p // 2`` for queue row ``p``."""
-    anchor_images: Tensor
-    """(2B,) int64: which image each anchor shows, ``i mod B`` (which graph a node belongs to)."""
 
 
 @functools.lru_cache(maxsize=16)
@@ -87,96 +84,18 @@ def pair_masks(batch_size: int, device: torch.device, queue_size: int = 0) -> Pa
         partner = (index + batch_size) % rows
         is_self = index[:, None] == columns[None, :]
         is_partner = partner[:, None] == columns[None, :]
-        images = torch.cat([index % batch_size, batch_size + torch.arange(queue_size, device=device) // 2])
         return PairMasks(
             rows=index,
             partner=partner,
             partner_pairs=index * (rows + queue_size) + partner,
             negatives=~(is_self | is_partner),
             others=~is_self,
-            candidate_images=images,
-            anchor_images=index % batch_size,
         )
 
 
 def uniform_on(support: Tensor, dtype: torch.dtype) -> Tensor:
-    """Log-weights of the uniform distribution on ``support`` (bool): 0 there, ``-inf`` elsewhere.
-
-    ``torch.where`` rather than ``torch.full(...).masked_fill_``: one pass, 1.6x faster on an irregular (label) support on the CPU.
-    """
-    values = torch.tensor([0.0, -math.inf], dtype=dtype, device=support.device)
-    return torch.where(support, values[0], values[1])
-
-
-class RowLogSumExp(torch.autograd.Function):
-    """``logsumexp`` over the last dimension of a matrix, from one fused ``softmax``, which backward reuses.
-
-    ``torch.logsumexp`` runs four passes over the matrix (max, subtract, exp, sum) and its backward
-    three more (subtract, exp, multiply); here the forward is a ``softmax`` (one fused kernel) and two
-    row maxima, with ``lse_i = max_j x_ij - log max_j p_ij`` (the softmax at the row's largest entry
-    is ``1 / sum_j exp(x_ij - max_j x_ij)``, at least 1/m, so its log is accurate), and the backward
-    one product ``p * g``. Rows need a finite entry. Not twice differentiable.
-    """
-
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, matrix: Tensor) -> Tensor:
-        probabilities, logsumexp = softmax_logsumexp(matrix)
-        ctx.save_for_backward(probabilities)
-        return logsumexp
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: torch.autograd.function.FunctionCtx, gradient: Tensor) -> Tensor:
-        (probabilities,) = ctx.saved_tensors
-        return probabilities * gradient[:, None]
-
-
-def softmax_logsumexp(matrix: Tensor) -> tuple[Tensor, Tensor]:
-    """The row softmax of an (n, m) matrix and its rows' ``logsumexp``, ``max_j x_ij - log max_j p_ij`` (:class:`RowLogSumExp`)."""
-    probabilities = torch.softmax(matrix, dim=1)
-    return probabilities, matrix.amax(dim=1) - probabilities.amax(dim=1).log()
-
-
-def row_logsumexp(matrix: Tensor) -> Tensor:
-    """(n,) ``torch.logsumexp(matrix, dim=1)`` of an (n, m) matrix, in about half the passes (:class:`RowLogSumExp`)."""
-    if not torch.is_grad_enabled() or not matrix.requires_grad:
-        return softmax_logsumexp(matrix)[1]
-    return RowLogSumExp.apply(matrix)
-
-
-class TiltedLogMean(torch.autograd.Function):
-    """(n,) ``log E_q[exp(s_ij)] = lse_j(w_ij + s_ij) - lse_j(w_ij)`` for exponentially tilted weights, ``w = tilt * s``
-    on a support and ``-inf`` off it (HCL Eq. 4's ``q_beta``, H-SCL's ``eta_exp``), with its gradient in ``s`` written out.
-
-    With ``p = softmax(w)`` and ``p' = softmax(w + s)``, the gradient is ``(1 + tilt) p' - tilt p`` through the weights
-    (``p'`` alone when the weights are detached): two passes over the matrix, where autograd would run the two
-    ``logsumexp`` backwards, the sum's, and the weights' own graph (mask, scaling) before adding the two paths.
-    The forward computes exactly what :func:`row_logsumexp` gives for the two terms. Not twice differentiable.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, log_weights: Tensor, logits: Tensor, tilt: float, through_weights: bool
-    ) -> Tensor:
-        weights, log_normaliser = softmax_logsumexp(log_weights)
-        tilted, log_total = softmax_logsumexp(log_weights + logits)
-        ctx.tilt, ctx.through_weights = tilt, through_weights
-        ctx.save_for_backward(weights if through_weights else None, tilted)
-        return log_total - log_normaliser
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: torch.autograd.function.FunctionCtx, gradient: Tensor) -> tuple[None, Tensor, None, None]:
-        weights, tilted = ctx.saved_tensors
-        if not ctx.through_weights:
-            return None, tilted * gradient[:, None], None, None
-        logits_gradient = tilted * ((1.0 + ctx.tilt) * gradient)[:, None]
-        return None, logits_gradient.addcmul_(weights, (-ctx.tilt * gradient)[:, None]), None, None
-
-
-def tilted_log_mean(log_weights: Tensor, logits: Tensor, tilt: float) -> Tensor:
-    """(n,) :class:`TiltedLogMean`: its gradient runs through the weights where ``log_weights`` requires one."""
-    return TiltedLogMean.apply(log_weights, logits, tilt, log_weights.requires_grad)
+    """Log-weights of the uniform distribution on ``support`` (bool): 0 there, ``-inf`` elsewhere (one ``torch.where``)."""
+    return torch.where(support, constant(0.0, dtype, support.device), constant(-math.inf, dtype, support.device))
 
 
 @functools.lru_cache(maxsize=16)
@@ -194,8 +113,7 @@ class MomentumKeys:
     2B + K candidates ``[k1; k2; queue]`` instead of with themselves: anchor ``i``'s partner is the
     key of its image's other view, the key of its own view is left out as its own row is in-batch,
     and every other key of the batch and every queued key is a candidate negative. The keys and the
-    queue carry no gradient (they are detached). Every sampler keeps its meaning over the larger
-    candidate set; each module says how.
+    queue carry no gradient. Every sampler keeps its meaning over them; each module says how.
     """
 
     k1: Tensor
@@ -221,7 +139,7 @@ class ScoreBatch(abc.ABC):
     """What a sampler sees: n anchors scored against m candidates, with their masks and labels.
 
     A sampler that reads only these attributes runs on image pairs (:class:`PairBatch`) and on
-    nodes against graphs (:class:`~hcl_cli.objectives.infograph.NodeGraphBatch`) alike.
+    nodes against graphs (:class:`~hcl_cli.objectives.node_graph.NodeGraphBatch`) alike.
     Everything is in ``compute_dtype``: float64 for float64 inputs, float32 otherwise (also for
     bf16/fp16 inputs under autocast).
     """
@@ -254,8 +172,9 @@ class ScoreBatch(abc.ABC):
         """(n, m) the log-weights of the uniform distribution over each anchor's negatives."""
 
     @abc.abstractmethod
-    def squared_distances(self) -> Tensor:
-        """(n, m) detached ``||a_i - c_j||^2``, up to terms ``x_i + y_j`` that no entropic coupling with fixed marginals sees."""
+    def sq_cost(self) -> Tensor:
+        """(n, m) the ``sq`` ground cost of the OT sampler, detached: ``||a_i - c_j||^2``, up to terms ``x_i + y_j`` that no
+        entropic coupling with fixed marginals sees."""
 
     @property
     def num_anchors(self) -> int:
@@ -265,7 +184,7 @@ class ScoreBatch(abc.ABC):
     @property
     def uniform_log_normaliser(self) -> Tensor:
         """(n,) ``log M``: the ``logsumexp`` of every row of :attr:`uniform` (each anchor has M negatives)."""
-        return torch.full((self.num_anchors,), math.log(self.num_negatives), dtype=self.compute_dtype, device=self.logits.device)
+        return constant(math.log(self.num_negatives), self.compute_dtype, self.logits.device).expand(self.num_anchors)
 
     @property
     def labelled(self) -> Tensor:
@@ -287,56 +206,14 @@ class ScoreBatch(abc.ABC):
 
     @functools.cached_property
     def same_label(self) -> tuple[Tensor, Tensor]:
-        """Every (anchor, candidate) pair of one label, self included: rows and flat indices (:func:`label_pairs`), once
+        """Every (anchor, candidate) pair of one label, self included: rows and flat indices (:func:`~hcl_cli.objectives.kernels.label_pairs`), once
         per batch for the positives and a supervised sampler's support."""
         return label_pairs(self.labelled, self.candidate_labels)
 
 
-def label_runs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The candidates' stable order by label, and for each anchor where its label's run starts in that order and its length
-    (how many candidates share the anchor's label), without an (n, m) comparison."""
-    order = torch.argsort(candidate_labels, stable=True)
-    sorted_labels = candidate_labels.index_select(0, order)
-    start = torch.searchsorted(sorted_labels, labels)
-    return order, start, torch.searchsorted(sorted_labels, labels, right=True) - start
-
-
-def label_pairs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor]:
-    """Every pair ``(i, j)`` with ``labels[i] == candidate_labels[j]``, in row-major order: each pair's row and flat
-    index ``i * m + j``, as ``nonzero`` of the (n, m) equality would give them.
-
-    Built from the candidates sorted by label (each anchor's same-label candidates are one run of
-    that order, a stable sort keeping them in column order), so only the pairs themselves are
-    touched, not the whole (n, m) matrix.
-    """
-    columns = candidate_labels.shape[0]
-    order, start, counts = label_runs(labels, candidate_labels)
-    total = int(counts.sum())
-    rows = torch.repeat_interleave(torch.arange(len(labels), device=labels.device), counts, output_size=total)
-    first = torch.cumsum(counts, dim=0) - counts
-    offsets = torch.arange(total, device=labels.device) + (start - first).index_select(0, rows)
-    return rows, rows * columns + order.index_select(0, offsets)
-
-
-def pairs_within(rows: Tensor, pairs: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
-    """The pairs (rows and flat indices, as :func:`label_pairs` gives them) where ``others`` (n, m) is true, in the same order;
-    ``others`` is read at those pairs only."""
-    kept = others.reshape(-1).index_select(0, pairs).nonzero().squeeze(1)
-    return rows.index_select(0, kept), pairs.index_select(0, kept)
-
-
-def same_label_pairs(labels: Tensor, candidate_labels: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
-    """The pairs ``(i, j)`` with ``labels[i] == candidate_labels[j]`` and ``others[i, j]``, in row-major order:
-    each pair's row and flat index ``i * m + j`` (:func:`label_pairs`, :func:`pairs_within`)."""
-    return pairs_within(*label_pairs(labels, candidate_labels), others)
-
-
 class PairBatch(ScoreBatch):
-    """One batch of two views and its candidates, prepared once for the sampler and the objective.
-
-    Everything is in ``compute_dtype``: float64 for float64 inputs, float32 otherwise (also for
-    bf16/fp16 inputs under autocast), so the loss stays finite at low temperature.
-    """
+    """One batch of two views and its candidates, prepared once for the sampler and the objective (in ``compute_dtype``, as
+    every :class:`ScoreBatch`, so the loss stays finite at low temperature)."""
 
     def __init__(self, z1: Tensor, z2: Tensor, labels: Tensor | None, temperature: float, keys: MomentumKeys | None = None) -> None:
         self.batch_size = z1.shape[0]
@@ -344,19 +221,19 @@ class PairBatch(ScoreBatch):
         self.temperature = temperature
         self.raw = torch.cat([z1, z2]).to(self.compute_dtype)
         """(2B, d) the projections as given (before normalisation)."""
-        self.z = F.normalize(self.raw, dim=1)
+        self.z = unit_rows(self.raw)
         self.momentum_keys = keys
         """The momentum encoder's keys and queue, or None (in-batch: the candidates are the anchors)."""
         self.queue_size = 0 if keys is None else keys.queue_size
         self.key_raw = self.raw if keys is None else torch.cat([keys.k1, keys.k2]).detach().to(self.compute_dtype)
         """(2B, d) the batch's keys as given (the projections themselves in-batch)."""
-        self.key_z = self.z if keys is None else F.normalize(self.key_raw, dim=1)
+        self.key_z = self.z if keys is None else unit_rows(self.key_raw)
         """(2B, d) the batch's unit keys (``z`` itself in-batch)."""
-        self.queue_z = None if keys is None else F.normalize(keys.queue.detach().to(self.compute_dtype), dim=1)
+        self.queue_z = None if keys is None else unit_rows(keys.queue.detach().to(self.compute_dtype))
         """(K, d) the unit queued keys, or None."""
         self.candidates = self.z if self.queue_z is None else torch.cat([self.key_z, self.queue_z])
         """(2B + K, d) the unit candidates: the batch's keys, then the queue (``z`` itself in-batch)."""
-        self.logits = (self.z / temperature) @ self.candidates.T
+        self.logits = (self.z / constant(temperature, self.compute_dtype, z1.device)) @ self.candidates.T
         """(2B, 2B + K) s_ij = z_i.c_j / t (the temperature divides the (2B, d) anchors, not the (2B, 2B + K) product)."""
         self.masks = pair_masks(self.batch_size, z1.device, self.queue_size)
         self.labels = None if labels is None else torch.cat([labels, labels]).to(z1.device)
@@ -368,10 +245,8 @@ class PairBatch(ScoreBatch):
 
     @functools.cached_property
     def cosine(self) -> Tensor:  # type: ignore[override]
-        """(2B, 2B + K) z_i.c_j, as ``t s_ij`` (one pass, only for the samplers and objectives that read it).
-
-        Computed with gradients enabled, so that a sampler that reads it first under ``no_grad`` (ot)
-        does not cache a copy without gradient for the objective (bcl)."""
+        """(2B, 2B + K) z_i.c_j, as ``t s_ij``, for the samplers and objectives that read it; with gradients enabled, so that
+        a sampler that reads it first under ``no_grad`` (ot) does not cache a copy without gradient for the objective (bcl)."""
         with torch.enable_grad():
             return self.logits * self.temperature
 
@@ -385,7 +260,7 @@ class PairBatch(ScoreBatch):
         """(2B, 2B + K) the cached log-weights of the uniform distribution over each anchor's negatives."""
         return uniform_log_weights(self.batch_size, self.cosine.device, self.compute_dtype, self.queue_size)
 
-    def squared_distances(self) -> Tensor:
+    def sq_cost(self) -> Tensor:
         """(2B, 2B + K) ``||z_i - c_j||^2 = 2 - 2 z_i.c_j`` of the unit anchors and candidates, detached."""
         return (2.0 - 2.0 * self.cosine.detach()).clamp(min=0.0)
 
@@ -407,13 +282,13 @@ class NegativeWeights:
     the objective computes it."""
     tilt: float | None = None
     """``log_weights`` is ``tilt * logits`` on its support (exponential tilting, ``exp(beta s_ij)``), differentiable
-    through the logits alone, or detached: then ``nce`` takes its gradient in one step (:class:`TiltedLogMean`).
+    through the logits alone, or detached: then ``nce`` takes its gradient in one step (:class:`~hcl_cli.objectives.kernels.TiltedLogMean`).
     None: any other weights."""
 
 
 @dataclass(frozen=True)
 class LossStats:
-    """Book-keeping of one loss evaluation (0-dim int64 tensors; ``.item()`` them to log)."""
+    """Book-keeping of one loss evaluation: 0-d tensors of counts on the loss's device (read them with the step's result)."""
 
     terms: Tensor
     """Positive pairs of the anchors with negatives, whether or not ``anchor_mask`` keeps them (the denominator of the mean)."""
@@ -427,21 +302,6 @@ def negative_distribution(negatives: NegativeWeights) -> Tensor:
     if negatives.anchor_valid is None:
         return q
     return q * negatives.anchor_valid[:, None]
-
-
-def debiased_log_mean(log_mean: Tensor, positive_logits: Tensor, tau_plus: float, floor: float) -> Tensor:
-    """log of ``max((E - tau+ exp(s_ip)) / (1 - tau+), exp(floor))``, computed without leaving the log domain.
-
-    HCL (Robinson et al. 2021) Eq. (4) with Fig. 13's clamp ``Ng >= N exp(-1/t)``, divided by N.
-    Where ``tau+ exp(s_ip) / E`` is 1 or more to within rounding, the correction is not positive
-    and the floor applies (with zero gradient, never NaN).
-    """
-    if tau_plus > 0:
-        largest_ratio = math.log1p(-torch.finfo(log_mean.dtype).eps)
-        log_ratio = math.log(tau_plus) + positive_logits - log_mean
-        corrected = log_mean + torch.log1p(-torch.exp(log_ratio.clamp(max=largest_ratio))) - math.log1p(-tau_plus)
-        log_mean = torch.where(log_ratio < largest_ratio, corrected, -math.inf)
-    return log_mean.clamp(min=floor)
 
 
 def contrastive_objective(
@@ -474,11 +334,15 @@ def contrastive_objective(
         else:
             log_normaliser = row_logsumexp(log_weights) if negatives.log_normaliser is None else negatives.log_normaliser
             log_mean = row_logsumexp(log_weights + batch.logits) - log_normaliser
-        log_mean = log_mean.index_select(0, anchors)
-        if negatives.debiased:
-            log_mean = debiased_log_mean(log_mean, positive_logits, tau_plus, floor=-1.0 / batch.temperature)
-        terms = F.softplus(math.log(batch.num_negatives) + log_mean - positive_logits)
-    valid = torch.ones_like(batch.masks.rows, dtype=torch.bool) if negatives.anchor_valid is None else negatives.anchor_valid
+        if label_positives:  # else the anchors are the rows, in order
+            log_mean = log_mean.index_select(0, anchors)
+        debiasing = tau_plus if negatives.debiased else None
+        terms = nce_terms(log_mean, positive_logits, batch.num_negatives, debiasing, floor=-1.0 / batch.temperature)
+    if negatives.anchor_valid is None:  # every anchor has negatives: the counts are the shapes'
+        count, none = (constant(value, terms.dtype, terms.device) for value in (len(anchors), 0))
+        kept_terms = terms if anchor_mask is None else terms * anchor_mask.index_select(0, anchors)
+        return kept_terms.sum() / count, LossStats(terms=count, anchors_without_negatives=none)
+    valid = negatives.anchor_valid
     total_terms = valid.index_select(0, anchors).sum()
     kept = valid if anchor_mask is None else valid & anchor_mask
     loss = (terms * kept.index_select(0, anchors)).sum() / total_terms.clamp(min=1)

@@ -31,8 +31,9 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, label_runs, uniform_on
+from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, uniform_on
 from hcl_cli.objectives.hcl import tilted_weights
+from hcl_cli.objectives.kernels import label_runs
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 

@@ -104,7 +104,7 @@ def sampler_loss(
 ) -> tuple[Tensor, LossStats]:
     """:func:`contrastive_loss` with its statistics, for inputs and options checked beforehand: it checks nothing.
 
-    The training step's entry (:class:`~hcl_cli.training.step.TrainingStep`): its options are the
+    The training step's entry (:class:`~hcl_cli.image.step.TrainingStep`): its options are the
     stage's configuration, checked once at the stage's entry and resolved once per epoch
     (:meth:`~hcl_cli.config.pretrain.PretrainConfig.loss_options`), with the step's tensors
     (:meth:`~hcl_cli.objectives.sampler_options.SamplerOptions.with_inputs`)."""

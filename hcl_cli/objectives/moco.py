@@ -60,8 +60,6 @@ class MocoBatch(ScoreBatch):
             partner_pairs=index * columns,
             negatives=negatives,
             others=torch.ones_like(negatives),
-            candidate_images=torch.arange(columns, device=device) - 1,
-            anchor_images=torch.full_like(index, -1),
         )
 
     @property
@@ -74,7 +72,7 @@ class MocoBatch(ScoreBatch):
         """(B, 1 + K) 0 on the queue's columns, ``-inf`` on the positive's."""
         return uniform_on(self.masks.negatives, self.compute_dtype)
 
-    def squared_distances(self) -> Tensor:
+    def sq_cost(self) -> Tensor:
         """(B, 1 + K) ``||q_i - c_j||^2`` of the unit queries and candidates, detached."""
         return (2.0 - 2.0 * self.cosine.detach()).clamp(min=0.0)
 

@@ -76,9 +76,10 @@ def subnormals_flushed() -> Iterator[None]:
     """Flush subnormal floats to zero on the CPU for the block, then restore the default.
 
     At small ``epsilon`` most kernel entries underflow into the subnormal range, where every
-    multiply costs the CPU a microcode assist: the matrix-vector products of a round ran up to 4x
-    slower. The exactness bound already treats entries below ``tiny`` as lost, and on the couplings
-    of MUTAG training at epsilon 0.05 the result was bitwise the same, in half the time.
+    multiply costs the CPU a microcode assist, so the matrix-vector products of a round slow down
+    many times over (benchmarks/results/ot_subnormals.json, ``matvec``). The exactness bound already
+    treats entries below ``tiny`` as lost, and on the couplings of MUTAG training at epsilon 0.05 the
+    result was bitwise the same.
     """
     flushing = torch.set_flush_denormal(True)
     try:
@@ -91,10 +92,10 @@ def subnormals_flushed() -> Iterator[None]:
 def exp_flushed(exponent: Tensor) -> Tensor:
     """``exp(exponent)`` with every value below the dtype's ``tiny`` set to zero, as flushing subnormals does.
 
-    The CPU's vectorised exp takes a slow path for every lane whose result underflows (8-30x slower
-    per element than a normal result), and at small epsilon almost every kernel entry underflows:
-    the exponents whose exp is below ``tiny`` are set to ``-inf`` first (exp's fast path gives it
-    zero), in one thresholding pass. With subnormals flushed this is ``torch.exp`` as every later
+    The CPU's vectorised exp takes a slow path for every lane whose result underflows (per element,
+    many times a normal result's time: benchmarks/results/ot_subnormals.json, ``exp``), and at small
+    epsilon almost every kernel entry underflows: the exponents whose exp is below ``tiny`` are set
+    to ``-inf`` first (exp's fast path gives it zero), in one thresholding pass. With subnormals flushed this is ``torch.exp`` as every later
     operation reads it (a subnormal result reads as zero); without, it drops the subnormal results,
     which :class:`StabilisedKernel`'s bound already counts as lost. NaN stays NaN.
     """
@@ -209,7 +210,7 @@ def transport_cost(batch: ScoreBatch, options: SamplerOptions) -> Tensor:
     """
     if options.ot_cost == "exp" and not batch.unit:
         raise UsageError("--ot-cost exp needs unit embeddings (image views); nodes and graphs are not normalised: use --ot-cost sq")
-    squared_distance = batch.squared_distances()
+    squared_distance = batch.sq_cost()
     cost = squared_distance if options.ot_cost == "sq" else torch.exp(squared_distance - options.ot_kappa)
     return cost.masked_fill(~batch.masks.negatives, math.inf)
 

@@ -25,16 +25,25 @@ from hcl_cli.option import Option
 
 UNDIMIX_WEIGHT_LIMIT = 1000.0
 """The largest weight of one UnDiMix score (the scores are combined unnormalised)."""
+UNDIMIX_WEIGHT_FLOOR = 1e-6
+"""The smallest weight of a score that is not left out (0): the weights are divided by their sum in the training
+precision, where a weight of 1e-300 is 0 and a sum of such weights divides 0 by 0."""
 
 
 def undimix_weight_values(text: str | tuple[float, ...] | list[float]) -> tuple[float, float, float]:
-    """``"1,1,1"`` (or a sequence of three numbers) as three floats in [0, 1000], not all zero."""
+    """``"1,1,1"`` (or a sequence of three numbers) as three floats, each 0 or in [1e-6, 1000], not all zero."""
     try:
         values = tuple(float(part) for part in (text.split(",") if isinstance(text, str) else text))
     except (TypeError, ValueError):
         raise ValueError("must be three comma-separated numbers (similarity, uncertainty, diversity)") from None
-    if len(values) != 3 or any(not 0 <= value <= UNDIMIX_WEIGHT_LIMIT for value in values) or sum(values) == 0:
-        raise ValueError(f"must be three numbers in [0, {UNDIMIX_WEIGHT_LIMIT}] (similarity, uncertainty, diversity), not all zero")
+    if (
+        len(values) != 3
+        or any(value != 0 and not UNDIMIX_WEIGHT_FLOOR <= value <= UNDIMIX_WEIGHT_LIMIT for value in values)
+        or sum(values) == 0
+    ):
+        raise ValueError(
+            f"must be three numbers, each 0 or in [{UNDIMIX_WEIGHT_FLOOR:g}, {UNDIMIX_WEIGHT_LIMIT:g}] (similarity, uncertainty, diversity), not all zero"
+        )
     return values  # type: ignore[return-value]
 
 
@@ -64,14 +73,21 @@ DETACH_WEIGHTS = Option(
     False,
     "Stop the gradient through the negative weights exp(beta * s_ij), as H-SCL's code does (HCL's backpropagates through them).",
 )
-TAU_PLUS = Option("tau_plus", 0.1, "Class prior tau+ of the debiasing (0 disables it).", minimum=0.0, maximum=1.0, max_exclusive=True)
+TAU_PLUS = Option(
+    "tau_plus",
+    0.1,
+    "Class prior tau+ of the debiasing (Chuang et al. 2020; HCL Eq. 2-4), 0 disables it. On graphs under graph_weights paper it is carried over from those image equations: HCL App. B's graph objective has none.",
+    minimum=0.0,
+    maximum=1.0,
+    max_exclusive=True,
+)
 CLIP = Option(
     "clip", False, "Scale the inner products used for the negative weights into [-2, 2] (HCL Fig. 14, for unnormalised embeddings)."
 )
 GRAPH_WEIGHTS = Option(
     "graph_weights",
     "paper",
-    "Graphs only (objective jsd), debiased and hucl: paper (HCL App. B, D.2: weights exp(beta * s) on scores scaled into [-2, 2], tau+ debiasing of the negative term) or official (HCL's graph code, JSD_hard: weights exp(-2 beta s / max|s|) that favour easy negatives, tau+ fixed at 0.5).",
+    "Graphs only (objective jsd), debiased and hucl: the reading of HCL's hard graph objective, which also sets tau+ and the sign of its positive correction. paper: weights exp(beta * s) on scores scaled into [-2, 2] (HCL App. B, D.2), tau+ from --tau-plus debiasing the negative term as the image Eq. 2-4 do (an extrapolation: App. B has no tau+), lowering the loss by tau+/(1 - tau+) sp(s_ip). official: HCL's graph code, JSD_hard: weights exp(-2 beta s / max|s|) that favour easy negatives, tau+ fixed at 0.5 whatever --tau-plus says, and the positive term raising the loss by tau+/(1 - tau+) sp(s_ip).",
     choices=("paper", "official"),
     modality="graph",
 )
@@ -98,19 +114,19 @@ UNDIMIX_WEIGHTS = Option(
 UNDIMIX_LEARNED = Option(
     "undimix_learned",
     False,
-    "Learn the weights with the encoder (UnDiMix Table 3): softmax of learnable logits over the parts of positive weight; the trainer passes the logits as undimix_attention.",
+    "Learn the weights with the encoder (UnDiMix Table 3): softmax of learnable logits over the parts of positive weight, trained by descent on the loss (the trainer passes them as undimix_attention). Descent lowers E_q[exp(s)]: on random batches it shrinks the similarity weight and grows diversity's, toward easier negatives (an inf over q where HCL's hard sampling takes the sup).",
 )
 UNDIMIX_UNCERTAINTY = Option(
     "undimix_uncertainty",
     "badge",
-    "Uncertainty gradients of UnDiMix Eq. 3: literal (Eq. 3 as written: the gradient of every last-layer parameter through every embedding; needs head_layer; in-batch only; the UnDiMix presets' choice) or badge (BADGE's closed form, which the paper cites: last-layer weight, other embeddings held fixed; cheap, and what a queue can keep per key).",
+    "Uncertainty gradients of UnDiMix Eq. 3: literal (Eq. 3 as written: the gradient of every last-layer parameter through every embedding; needs head_layer; in-batch only; the UnDiMix presets' choice) or badge (BADGE's closed form, which the paper cites: last-layer weight, other embeddings held fixed; cheap, and what a queue can keep per key). Either way Eq. 2's pseudo-posterior is a softmax over all B rows of the other view, the partner included: the printed denominator (i' != j) leaves out the match the pseudo-labelling task asks for (Sec. 3, Fig. 4).",
     choices=("badge", "literal"),
 )
 UNDIMIX_DIVERSITY = Option(
     "undimix_diversity",
-    "anchor",
-    "Rows of UnDiMix Eq. 4's mean: anchor (as written: the N - 2 other images in the anchor's view) or both (both views of each other image).",
-    choices=("anchor", "both"),
+    "negative-view",
+    "Rows of UnDiMix Eq. 4's mean distance of a negative to the N - 2 images other than the anchor's and its own: negative-view (as written, x~_j': those images in the negative's view; the UnDiMix presets' choice), anchor-view (in the anchor's view) or both-views (both views of each).",
+    choices=("negative-view", "anchor-view", "both-views"),
 )
 
 QUEUE_AND_AUTOGRAD = (

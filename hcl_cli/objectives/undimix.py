@@ -10,14 +10,17 @@ Each negative j of anchor i gets an importance score from three parts:
     Fig. 4: find the row's partner among the B rows of the *other* view, with logits the cosines
     (Eq. (2) has no temperature) and label the argmax (the most confident prediction);
 (c) diversity ``r_ij`` (P3), Eq. (4): ``1/(N - 2) sum_{j' not in {i, j}} (1 - s(x~_j, x~_j'))``, the
-    mean distance of the negative to the other images, ``undimix_diversity``:
+    mean distance of the negative to the other images in the negative's view, as written
+    (``undimix_diversity``, :mod:`~hcl_cli.objectives.undimix_diversity`, which also offers the
+    anchor's view and both views).
 
-    - ``"anchor"`` (default, as written): Eq. (4)'s sum runs over one view, N images less i's and
-      j's: here the rows of the anchor's view (the first view's rows for an anchor of the first
-      view), with ``N - 2 = B - 2`` terms; the candidate itself is whichever view it is.
-    - ``"both"``: each of the N - 2 images counts with both of its views, so in the 2B rows j'
-      runs over the 2B - 4 rows other than i, partner(i), j and partner(j). The negative's own
-      other view, its most similar row by construction, is left out as Eq. (4) leaves out j.
+Eq. (2)'s posterior, ``p(y_j | x~_j) = exp(s(x_i, x~_j)) / sum_{i' != j} exp(s(x_i', x~_j))``, is a
+softmax over the B rows of the other view *including* the partner: the paper contradicts itself
+here, and hcl follows the task it defines. Its text asks to "locate the matching augmented example
+x_j from the set {x_k}_{k=1}^N" with the pseudo-label ``argmax_k``, ``1 <= k <= N``, and Fig. 4
+draws the same; the denominator as printed leaves that right answer out, so that either the
+candidates are the k != j and the pseudo-label can never be the match the task asks for, or they
+are all N and the "posterior" sums to more than 1 (the i' != j reads as Eq. (1)'s j != i carried over).
 
 Uncertainty, ``undimix_uncertainty``:
 
@@ -29,8 +32,9 @@ Uncertainty, ``undimix_uncertainty``:
   candidate's full gradient, which no queue keeps: in-batch only.
 - ``"badge"`` (the option's default, kept because it is cheap and works with a queue), in closed
   form: BADGE's gradient embeddings (Ash et al. 2020), which the paper cites for its uncertainty:
-  the gradient with respect to the weight W only, the other embeddings (the candidates of the pseudo-labelling task) held fixed, as BADGE holds the class
-  weights. The logit residual ``p_j - e_{y_j}`` gives ``dl_j/dz^_j = sum_k (p_jk - e_{y_j,k}) z^_k``
+  the gradient with respect to the weight W only, the other embeddings (the candidates of the
+  pseudo-labelling task) held fixed, as BADGE holds the class weights. The logit residual
+  ``p_j - e_{y_j}`` gives ``dl_j/dz^_j = sum_k (p_jk - e_{y_j,k}) z^_k``
   over the candidates k, the normalisation gives ``delta_j = (I - z^_j z^_j^T) dl_j/dz^_j /
   ||z_j||``, and ``g_j = delta_j h_j^T`` (the outer product with the layer input). Hence
   ``g_i.g_j = (delta_i.delta_j)(h_i.h_j)``: two (2B x 2B) matrix products, no per-sample backward,
@@ -44,9 +48,9 @@ saying how): (a) ``s_ij`` is the anchor's cosine with the candidate; (b) the can
 is its key's BADGE gradient embedding, of the pseudo-labelling task among the keys of the batch it
 came with, under the key encoder, so a queue keeps the two factors ``delta_j`` and ``h_j`` of each
 key (:func:`key_features`) and ``u_ij = (delta_i.delta_j)(h_i.h_j)`` as before; the anchors' own
-``g_i`` are unchanged; (c) the mean of Eq. (4) runs over the candidates of images other than the
-anchor's and the candidate's in the anchor's view (the queue holds both views of an image at rows
-2p, 2p + 1: the first view's at 2p), or in both views (``both``). The ``literal`` reading of Eq. (3) runs in-batch only.
+``g_i`` are unchanged; (c) the mean of Eq. (4) runs over the candidates, keys and queue alike
+(the queue holds both views of an image at rows 2p, 2p + 1). The ``literal`` reading of Eq. (3)
+runs in-batch only.
 
 Combination, Eq. (5) with h "linear interpolation or attention weights": each part is min-max
 normalised to [0, 1] over the anchor's N = 2B - 2 (+ K) negatives (a part constant over them
@@ -54,16 +58,28 @@ contributes 0; raw, s + u + r can be negative, so a raw sum would make negative 
 parts are mixed convexly, ``w_ij = sum_k lambda_k part_k`` with ``lambda_k >= 0``, ``sum lambda = 1``
 (:func:`importance`, in [0, 1]). lambda is ``undimix_weights`` divided by its sum (similarity,
 uncertainty, diversity; the "fixed weights" variant of Table 3, default equal), or, with
-``undimix_learned``, the paper's "attention weights ... learned during training", one weight per
-part for the whole model ("the weight of each component as a learned hyper-parameter"), read as
-``lambda = softmax(a)`` over the parts of positive ``undimix_weights``, with logits ``a``
-(``undimix_attention``, see :func:`initial_attention`) trained with the encoder by the gradient of
-this loss; the scores themselves stay detached. The importances multiply the ``exp(s_ij)`` terms
+``undimix_learned``, ``lambda = softmax(a)`` over the parts of positive ``undimix_weights``, with
+logits ``a`` (``undimix_attention``, see :func:`initial_attention`); the scores themselves stay
+detached. The importances multiply the ``exp(s_ij)`` terms
 of the NT-Xent denominator as a distribution over the negatives (scaled to mean 1, the shared
 objective's normalisation; Algorithm 1 adds ``sum_j w_ij exp(s_ij)`` unscaled, a difference the
 README's deviations table names): ``-log(pos / (pos + N E_q[exp(s_ij)]))``. No tau+ debiasing. A
 negative scoring 0 in every weighted part gets weight 0; an anchor all of whose scores are 0 falls
 back to uniform weights (SimCLR).
+
+Learned weights, by descent on this loss. The paper says only that lambda is "learnable"
+(Algorithm 1), "a learned hyper-parameter" (Sec. 3, Eq. 5), "attention weights that are learned
+during training" (Sec. 4.1), one weight per part for the whole model; hcl trains the logits with
+the encoder, by the same optimizer on the same loss, which is what those words describe. What
+that does: the loss grows with ``E_q[exp(s_ij)]``, so descent moves lambda toward the parts that
+weight the less similar negatives, an inf over q where HCL's hard sampling takes the sup (HCL
+App. B.2, ``inf_f sup_q L(f, q)``). On random batches the gradient with respect to the logits is
+positive for similarity and negative for diversity (tests/test_paper_readings.py pins it): descent
+shrinks the similarity weight and grows the diversity weight, the component the paper finds
+"contributes the most" under learned weights (Sec. 4.1, Fig. 6(b)). Ascent (the sup, keeping
+negatives hard) would move lambda toward similarity instead, Table 2's weakest part and the one
+the paper argues against (P2: similarity alone samples false negatives). For weights that keep
+their hardness, fix them (Table 3's "UnDiMix Fixed").
 """
 
 from __future__ import annotations
@@ -80,6 +96,7 @@ from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, PairBatch
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, undimix_weight_values
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.objectives.undimix_diversity import DIVERSITY_READINGS
 
 
 def cross_view_logits(unit: Tensor, size: int) -> Tensor:
@@ -175,63 +192,9 @@ def symmetric_gram_product(first: Tensor, second: Tensor) -> Tensor:
     return product
 
 
-def diversity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:
-    """(2B, 2B + K) ``r_ij``, Eq. (4), over the anchor's view (``undimix_diversity`` anchor, the default) or both views."""
-    if options is None or options.undimix_diversity == "anchor":
-        return anchor_view_diversity(batch)
-    return both_views_diversity(batch)
-
-
-def candidate_views(batch: PairBatch) -> tuple[Tensor, Tensor]:
-    """(2B + K,) the view of each candidate (0 or 1: ``j // B`` in the batch, ``p mod 2`` for queue row p) and
-    (2, 2B + K) the candidate of the same image in view 0 and in view 1."""
-    size, device = batch.batch_size, batch.masks.rows.device
-    columns = torch.arange(2 * size, device=device)
-    queue = torch.arange(batch.queue_size, device=device)
-    views = torch.cat([columns // size, queue % 2])
-    first = torch.cat([columns % size, 2 * size + queue - queue % 2])
-    second = torch.cat([columns % size + size, 2 * size + queue - queue % 2 + 1])
-    return views, torch.stack([first, second])
-
-
-def anchor_view_diversity(batch: PairBatch) -> Tensor:
-    """(2B, 2B + K) ``r_ij`` of Eq. (4) as written: ``1 - mean cos(c_j, c_j')`` over the N - 2 candidates j' of
-    the anchor's view whose images are neither i's nor j's (N = B + K/2 images per view).
-
-    ``sum_{j' in view v} cos(c_j, c_j')`` is ``c_j`` against the sum of view v's candidates; taking away
-    the candidate's own image in view v (a (2, 2B + K) table by view) and the anchor's image (its key's
-    cosine with ``c_j``) leaves the N - 2: one pass over the matrix, each half of the anchors against its view's row.
-    """
-    candidates = batch.candidates
-    views, twins = candidate_views(batch)
-    view_sums = torch.stack([candidates[views == view].sum(dim=0) for view in (0, 1)])
-    own_image = (candidates[None, :, :] * candidates[twins]).sum(dim=2)
-    count = max(batch.batch_size + batch.queue_size // 2 - 2, 1)
-    by_view = 1.0 - (view_sums @ candidates.T - own_image) / count
-    rows_by_candidates = batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ candidates.T
-    halves = rows_by_candidates.view(2, batch.batch_size, -1)
-    return torch.add(by_view[:, None, :], halves, alpha=1.0 / count).view_as(rows_by_candidates)
-
-
-def both_views_diversity(batch: PairBatch) -> Tensor:
-    """(2B, 2B + K) ``r_ij``, Eq. (4) over both views: mean ``1 - cos(c_j, c_j')`` over the candidates j' of images other than i's and j's.
-
-    ``own_j``, the sum over every candidate but j and its image's other view, is the column sum of
-    the batch's keys' cosines with the candidates (the rows' own in-batch), plus ``c_j`` against
-    the sum of the queue, less those two; taking away the two rows of anchor i's image leaves the
-    ``2B + K - 4`` others.
-    """
-    rows_by_candidates = batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ batch.candidates.T
-    partner, rows = batch.masks.partner, batch.masks.rows
-    own, own_cosine, pair_cosine = rows_by_candidates.sum(dim=0), rows_by_candidates[rows, rows], rows_by_candidates[partner, rows]
-    if batch.queue_size:
-        queue = batch.queue_z
-        pairs = torch.arange(batch.queue_size, device=queue.device) ^ 1
-        own = own + batch.candidates @ queue.sum(dim=0)
-        own_cosine = torch.cat([own_cosine, (queue * queue).sum(dim=1)])
-        pair_cosine = torch.cat([pair_cosine, (queue * queue[pairs]).sum(dim=1)])
-    others = (own - own_cosine - pair_cosine)[None, :] - rows_by_candidates - rows_by_candidates.index_select(0, partner)
-    return 1.0 - others / max(batch.num_negatives - 2, 1)
+def diversity_scores(batch: PairBatch, options: SamplerOptions) -> Tensor:
+    """(2B, 2B + K) ``r_ij``, Eq. (4), in the reading ``undimix_diversity`` names (:mod:`~hcl_cli.objectives.undimix_diversity`)."""
+    return DIVERSITY_READINGS[options.undimix_diversity](batch)
 
 
 def similarity_scores(batch: PairBatch, options: SamplerOptions | None = None) -> Tensor:

@@ -1,7 +1,7 @@
 """The papers' experiments as presets: ``hcl preset`` lists them, ``hcl preset NAME`` writes one into params.yaml.
 
-A preset is data: the values of the ``prepare``, ``pretrain`` and ``linear`` groups that one row
-of a paper's table (or one point of a figure) states, with the top-1 linear readout accuracy the
+A preset is data: the values of the ``prepare``, ``pretrain`` and ``linear`` groups (and for graphs
+``knn``) that one row of a paper's table (or one point of a figure) states, with the top-1 linear readout accuracy the
 paper reports for it and a note of what the paper leaves unsaid and where hcl's value comes from
 instead (the official code, by file and flag). Every value is checked against the stage options
 it sets (:mod:`hcl_cli.config`); ``tests/test_preset_sources.py`` holds the table against a
@@ -10,7 +10,9 @@ transcription of the sources. One module per paper family holds the table data
 tables in :mod:`~hcl_cli.presets.graphs`, held against their tables in ``tests/test_graph_presets.py``);
 :mod:`~hcl_cli.presets.writer` writes a preset into a params file.
 
-This package imports no torch: ``hcl preset`` stays instant.
+The listing and the writing import no torch: ``hcl preset`` stays instant. ``hcl preset NAME`` then
+estimates the run's time and memory on this machine (:mod:`~hcl_cli.presets.cost`, imported on first
+use: torch, and a few timed steps of the preset's model).
 """
 
 from __future__ import annotations
@@ -25,7 +27,19 @@ from hcl_cli.presets.hcl import HCL_PRESETS
 from hcl_cli.presets.jiang import HSCL_PRESETS, OT_PRESETS
 from hcl_cli.presets.undimix import UNDIMIX_PRESETS
 
-__all__ = ["CONFIGS", "GRAPH_PRESETS", "MACHINE_KEYS", "PAPER_LINEAR", "PRESETS", "Preset", "apply", "listing", "lookup", "rows"]
+__all__ = [
+    "CONFIGS",
+    "GRAPH_PRESETS",
+    "MACHINE_KEYS",
+    "PAPER_LINEAR",
+    "PRESETS",
+    "Preset",
+    "apply",
+    "estimate",
+    "listing",
+    "lookup",
+    "rows",
+]
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in HCL_PRESETS + HSCL_PRESETS + OT_PRESETS + UNDIMIX_PRESETS + GRAPH_PRESETS}
 """Every preset by name, in the order ``hcl preset`` lists them."""
@@ -45,7 +59,10 @@ def listing(markdown: bool = False) -> str:
         return "\n".join("| " + " | ".join(row) + " |" for row in [table[0], ("---",) * len(COLUMNS), *table[1:]]) + "\n"
     widths = [max(len(row[column]) for row in table) for column in range(len(COLUMNS) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in table]
-    footer = "hcl preset NAME writes the preset's prepare, pretrain and linear groups into params.yaml; then dvc repro (or dvc exp run)."
+    footer = (
+        "hcl preset NAME writes the preset's prepare, pretrain and linear groups (graphs: and knn) into params.yaml; "
+        "then dvc repro (or dvc exp run)."
+    )
     return "\n".join([*lines, "", footer]) + "\n"
 
 
@@ -59,3 +76,13 @@ def lookup(name: str) -> Preset:
 def apply(name: str, path: Path) -> str:
     """Write preset ``name`` into the params file ``path`` (the defaults when it is missing); return the report to print."""
     return writer.apply(lookup(name), path)
+
+
+def estimate(name: str) -> str:
+    """What preset ``name``'s pretraining would cost on this machine, as lines to print (:mod:`~hcl_cli.presets.cost`)."""
+    from hcl_cli.presets.cost import estimate_cost
+
+    cost = estimate_cost(lookup(name))
+    if cost is None:
+        return "cost: not estimated for graphs (it depends on the graphs); hcl pretrain estimates its time after its first step\n"
+    return cost.describe()

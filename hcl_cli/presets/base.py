@@ -47,6 +47,11 @@ class Preset:
     reported: str = ""
     """More of what the paper reports beside ``top1`` (a spread, the baselines of the same row)."""
 
+    @property
+    def reported_top1(self) -> str:
+        """``top-1 93.98%``, or what the paper gives instead of a number (``top-1: figure only``)."""
+        return f"top-1 {self.top1}%" if self.top1.replace(".", "", 1).isdigit() else f"top-1: {self.top1}"
+
     def groups(self) -> dict[str, dict[str, Any]]:
         """The groups this preset writes: every parameter of each, checked, except the machine keys it does not name."""
         groups = {}
@@ -76,6 +81,15 @@ DATASETS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
 }
 """``--dataset`` key -> (name, the prepare values, a note when hcl reads it differently from the papers)."""
+
+TRAINING_IMAGES: dict[str, tuple[int, int, dict[str, int]]] = {
+    "STL-10": (32, 10, {"train": 5000, "unlabeled": 100000}),
+    "CIFAR-10": (32, 10, {"train": 50000}),
+    "CIFAR-100": (32, 100, {"train": 50000}),
+    "tinyImageNet": (64, 200, {"train": 100000}),
+}
+"""Each image dataset as its presets prepare it, for their cost estimate (:mod:`~hcl_cli.presets.cost`): the side in
+pixels, the classes, and the images of each split that pretraining may read (the datasets' published sizes)."""
 
 PAPER_LINEAR = {"protocol": "paper", "optimizer": "adam", "epochs": 100, "batch_size": 512, "lr": 1e-3, "weight_decay": 1e-6}
 """The linear evaluation of HCL's code (image/linear.py), which H-SCL, HCL-OT and UnDiMix reuse."""

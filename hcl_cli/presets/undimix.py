@@ -1,9 +1,10 @@
 """UnDiMix (Tabassum et al.): Tables 1-3 (Sec. 4.1) and App. E's Table 7.
 
 Every UnDiMix preset reads the paper as written: the uncertainty of Eq. (3) literally
-(``undimix_uncertainty: literal``), the diversity of Eq. (4) over the anchor's view
-(``undimix_diversity: anchor``), and the parts mixed by a convex combination, learned
-(``undimix_learned``) unless the row is Table 3's fixed-weights variant.
+(``undimix_uncertainty: literal``), the diversity of Eq. (4) over the negative's view, x~_j'
+(``undimix_diversity: negative-view``), and the parts mixed by a convex combination, learned
+(``undimix_learned``, by descent on the loss: see :mod:`hcl_cli.objectives.undimix`) unless the
+row is Table 3's fixed-weights variant.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ UNDIMIX_SETUP = (
 )
 UNDIMIX_READING = (
     "Eq. (3) literally (undimix_uncertainty literal: the gradient of every last-layer parameter through every embedding), "
-    "Eq. (4) over the anchor's view, the parts min-max normalised and mixed convexly. Not stated: temperature (0.5, HCL's), "
-    "the readout beyond 100 epochs (HCL's code protocol)."
+    "Eq. (4) over the negative's view as written, the parts min-max normalised and mixed convexly. Not stated: temperature "
+    "(0.5, HCL's), the readout beyond 100 epochs (HCL's code protocol), how the learned weights are learned (by descent on the "
+    "loss here, which shrinks the similarity weight)."
 )
 UNMIX = (
     "Not as the paper: 'our method is implemented on top of Un-Mix' (App. A), whose image mixing hcl does not have; these presets "
@@ -29,7 +31,7 @@ NOT_EXPRESSED: dict[str, str] = {
 }
 """The rows of UnDiMix's image tables that no preset runs, and why."""
 
-UNDIMIX = {"sampler": "undimix", "undimix_uncertainty": "literal", "undimix_diversity": "anchor"}
+UNDIMIX = {"sampler": "undimix", "undimix_uncertainty": "literal", "undimix_diversity": "negative-view"}
 TABLE1 = {
     "cifar10": {"undimix": "93.40", "hcl": "91.19", "moco": "87.88"},
     "cifar100": {"undimix": "71.60", "hcl": "67.87", "moco": "59.96"},

@@ -3,17 +3,21 @@
 Each group the preset sets is written *whole* (the values it names and the declared default of
 every other key, the machine keys of :data:`~hcl_cli.presets.base.MACHINE_KEYS` excepted); every
 other group, every comment and the file's indentation and line endings stay as they are. The file
-is edited line by line, read back and compared with what was meant, and replaced atomically
-through a sibling temporary file: it is either rewritten whole or left untouched.
+is edited line by line, read back as DVC reads it (:func:`~hcl_cli.config.base.parse_params`: YAML 1.2,
+a key given twice refused) and compared with what was meant, and replaced atomically through a
+sibling temporary file: it is either rewritten whole or left untouched. A key may be quoted
+(``'pretrain':``); it is the same key as the plain one.
 
 Files it will not touch, each with a one-line message and nothing written: a directory or other
-non-regular file, a file that is not UTF-8 or not YAML, a read-only file, and YAML with anchors or
+non-regular file, a file that is not UTF-8 or not YAML, a read-only file, a file with hard links (its
+replacement would no longer be the file the other names show), and YAML with anchors or
 aliases (``&a``, ``*a``, ``<<: *a``), whose shared values a line edit would silently change in
 more than one place. A symbolic link is followed: its target is rewritten and the link kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -23,12 +27,14 @@ from typing import Any
 
 import yaml
 
+from hcl_cli.config.base import parse_params
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.params import default_params_yaml
 from hcl_cli.presets.base import Preset
 
-GROUP_LINE = re.compile(r"^(?P<key>[^\s#][^:]*):(?P<rest>[^#]*)(#.*)?$")
-KEY_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<key>[A-Za-z_][\w-]*):(?P<value>.*?)(?P<comment>[ \t]+#.*)?$")
+GROUP_LINE = re.compile(r"^(?P<key>'[^']*'|\"[^\"]*\"|[^\s#'\"][^:]*):(?P<rest>[^#]*)(#.*)?$")
+KEY_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<key>(?P<quote>['\"]?)[A-Za-z_][\w-]*(?P=quote)):(?P<value>.*?)(?P<comment>[ \t]+#.*)?$")
+"""A group's header line and a key's line; a key may be quoted (``'pretrain':``, ``"beta": 1``), see :func:`key_name`."""
 
 
 def apply(preset: Preset, path: Path) -> str:
@@ -40,8 +46,8 @@ def apply(preset: Preset, path: Path) -> str:
     edited = edit_groups(text, groups, before)
     expected = {**before, **{group: {**(before.get(group) or {}), **values} for group, values in groups.items()}}
     try:
-        after = yaml.safe_load(edited)
-    except yaml.YAMLError:
+        after = parse_params(edited, path)
+    except UsageError:  # a key the edit gave twice
         after = None
     if after != expected:
         raise HclError(f"{path}: could not edit it in place (a group is not a plain block of 'key: value' lines); nothing written")
@@ -54,7 +60,7 @@ def apply(preset: Preset, path: Path) -> str:
             for key in values
             if old.get(key, changes) != values[key]
         ]
-    where = f"{preset.paper} {preset.where}, {preset.dataset}: top-1 {preset.top1}%"
+    where = f"{preset.paper} {preset.where}, {preset.dataset}: {preset.reported_top1}"
     into = f"{path} (-> {target})" if target != path else str(path)
     lines = [f"hcl preset: wrote {preset.name} ({where}) into {into}: {len(changes)} value(s) changed", *changes, f"note: {preset.note}"]
     return "\n".join([*lines, "then: dvc repro (or dvc exp run)"]) + "\n"
@@ -67,13 +73,19 @@ def read_params_text(path: Path, target: Path) -> str:
         raise UsageError(f"{path} is a symbolic link to {target}, which does not exist; nothing written")
     if not target.exists():
         return default_params_yaml()
-    mode = target.stat().st_mode
+    status = target.stat()
+    mode = status.st_mode
     if stat.S_ISDIR(mode):
         raise UsageError(f"{path} is a directory, not a params file; give the file, e.g. {path / 'params.yaml'}")
     if not stat.S_ISREG(mode):
         raise UsageError(f"{path} is not a regular file; give a params.yaml file")
     if not mode & stat.S_IWUSR or not os.access(target, os.W_OK):
         raise HclError(f"{path} is read-only; nothing written (make it writable to apply a preset)")
+    if status.st_nlink > 1:
+        raise HclError(
+            f"{path} has {status.st_nlink} hard links, which replacing it would break; nothing written "
+            "(give a params file of its own, e.g. a copy, or edit it by hand)"
+        )
     try:
         data = target.read_bytes()
     except OSError as exc:
@@ -87,20 +99,26 @@ def read_params_text(path: Path, target: Path) -> str:
 
 
 def parse(path: Path, text: str) -> dict[str, Any]:
-    """The values of ``text``; a usage error for text that is not a YAML mapping, an error for anchors and aliases."""
-    try:
-        events = list(yaml.parse(text, Loader=yaml.SafeLoader))
-        values = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
-    if any(isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) for event in events):
+    """The values of ``text`` as DVC reads them; a usage error for text that is not a YAML mapping of groups (or gives
+    a key twice), an error for anchors and aliases."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.events import AliasEvent, NodeEvent
+
+    values = parse_params(text, path)
+    if any(isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor) for event in YAML(typ="safe").parse(text)):
         raise HclError(
             f"{path} uses YAML anchors or aliases (&name, *name), which a line-by-line edit would change in more than one "
             "place; nothing written (write the values out, or edit the file by hand)"
         )
-    if not isinstance(values, dict):
-        raise UsageError(f"{path} must be a mapping of stage groups")
     return values
+
+
+def key_name(key: str) -> str:
+    """The key a header or key line names, its quotes taken off (``'pretrain'`` and ``"pretrain"`` are ``pretrain``)."""
+    key = key.strip()
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "'\"":
+        return key[1:-1]
+    return key
 
 
 def entry_text(key: str, value: Any) -> str:
@@ -127,7 +145,7 @@ def edit_groups(text: str, groups: Mapping[str, Mapping[str, Any]], before: Mapp
 
     for group, values in groups.items():
         old = before.get(group) or {}
-        header = next((i for i, line in enumerate(lines) if (m := GROUP_LINE.match(line)) and m["key"].strip() == group), None)
+        header = next((i for i, line in enumerate(lines) if (m := GROUP_LINE.match(line)) and key_name(m["key"]) == group), None)
         if header is None:
             lines += ["", f"{group}:", *new_lines(group, values, file_indent)]
         elif GROUP_LINE.match(lines[header])["rest"].strip():
@@ -136,7 +154,7 @@ def edit_groups(text: str, groups: Mapping[str, Mapping[str, Any]], before: Mapp
             end = next((i for i in range(header + 1, len(lines)) if GROUP_LINE.match(lines[i])), len(lines))
             found = [(i, m) for i in range(header + 1, end) if (m := KEY_LINE.match(lines[i]))]
             indent = found[0][1]["indent"] if found else file_indent
-            where = {m["key"]: i for i, m in found if m["indent"] == indent}
+            where = {key_name(m["key"]): i for i, m in found if m["indent"] == indent}
             for key in where.keys() & values.keys():
                 if old.get(key, where) != values[key]:
                     lines[where[key]] = set_value(lines[where[key]], values[key])
@@ -149,7 +167,7 @@ def set_value(line: str, value: Any) -> str:
     """The ``key: value`` line ``line`` with ``value``, its comment kept at its column (one space further at least)."""
     match = KEY_LINE.match(line)
     assert match is not None, line
-    head = match["indent"] + entry_text(match["key"], value)
+    head = match["indent"] + entry_text(key_name(match["key"]), value)
     comment = match["comment"]
     return f"{head} ".ljust(len(line) - len(comment.lstrip())) + comment.lstrip() if comment else head
 
@@ -160,10 +178,10 @@ def default_lines() -> dict[str, dict[str, str]]:
     group = ""
     for line in default_params_yaml().splitlines():
         if match := GROUP_LINE.match(line):
-            group = match["key"]
+            group = key_name(match["key"])
             found[group] = {}
         elif match := KEY_LINE.match(line):
-            found[group][match["key"]] = line
+            found[group][key_name(match["key"])] = line
     return found
 
 
@@ -180,5 +198,6 @@ def write_atomically(path: Path, text: str) -> None:
             os.chmod(temporary, stat.S_IMODE(path.stat().st_mode))
         os.replace(temporary, path)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # none was created (a read-only file system), or it cannot be removed
+            temporary.unlink(missing_ok=True)
         raise HclError(f"cannot write {path}: {exc.strerror or exc}; nothing written") from None

@@ -1,7 +1,9 @@
-"""The kNN baselines beside the trained result: the run's architecture untrained, and the raw input features.
+"""The baselines beside the trained result: the run's architecture untrained, and the raw input features.
 
 Both are scored with the kNN settings of the run's ``metrics/knn.json`` (:data:`~hcl_cli.report.inputs.KNN_SETTINGS`,
-checked when the file is read), so that the trained encoder's row and theirs differ only in the features.
+checked when the file is read), so that the trained encoder's row and theirs differ only in the features. When the
+run's linear readout is the graph papers' SVM protocol, the untrained encoder is also read out by that protocol with
+the settings of ``metrics/linear.json`` (:func:`svm_baseline`): the papers' own measure of what training added.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import torch
 from tqdm import tqdm
 
 from hcl_cli.config.base import FEATURES
+from hcl_cli.config.linear import parse_c_grid
+from hcl_cli.graph.svm import svm_details, svm_protocol
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import EvaluationMetrics, topk_accuracy
 from hcl_cli.report.inputs import KNN_SETTINGS, Prepared, TrainedEncoder
@@ -34,8 +38,7 @@ def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEn
     device = encoder.device if encoder is not None else resolve_device("auto")
     steps: list[tuple[str, str, Callable[[], tuple[torch.Tensor, torch.Tensor]]]] = []
     if encoder is not None:
-        untrained = f"untrained {encoder.model.arch} (seed {encoder.config.seed})"
-        steps.append((untrained, knn.feature, partial(untrained_features, encoder, prepared, knn.feature)))
+        steps.append((untrained_name(encoder), knn.feature, partial(untrained_features, encoder, prepared, knn.feature)))
     steps.append(
         (
             f"none: {modality.raw_name}",
@@ -56,6 +59,29 @@ def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEn
         accuracy = topk_accuracy(scores, test_labels)
         baselines[name] = EvaluationMetrics(accuracy[1], accuracy[5], len(test_labels), knn.params | {"feature": feature})
     return baselines
+
+
+def svm_baseline(linear: EvaluationMetrics, prepared: Prepared, encoder: TrainedEncoder) -> EvaluationMetrics:
+    """The SVM protocol of ``linear`` (its folds, repeats, C grid, inner folds and seed) on the untrained encoder's embeddings
+    of every sample, train and test together, as ``linear-eval --protocol svm`` reads the trained encoder's."""
+    params = linear.params
+    features = torch.cat(untrained_features(encoder, prepared, linear.feature))
+    labels = torch.cat([prepared.splits[split][1] for split in ("train", "test")]).cpu()
+    result = svm_protocol(
+        features.double().numpy(),
+        labels.numpy(),
+        folds=params["svm_folds"],
+        repeats=params["svm_repeats"],
+        c_grid=parse_c_grid(params["svm_c_grid"]),
+        inner_folds=params["svm_inner_folds"],
+        seed=params["seed"],
+    )
+    return EvaluationMetrics(result.mean, result.top5, len(labels), params, {"svm": svm_details(result)})
+
+
+def untrained_name(encoder: TrainedEncoder) -> str:
+    """The untrained encoder as the metric table names it: ``untrained gin (seed 0)``."""
+    return f"untrained {encoder.model.arch} (seed {encoder.config.seed})"
 
 
 def untrained_features(encoder: TrainedEncoder, prepared: Prepared, feature: str) -> tuple[torch.Tensor, torch.Tensor]:

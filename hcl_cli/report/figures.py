@@ -21,14 +21,22 @@ from pathlib import Path
 
 import torch
 
-from hcl_cli.augment import build_eval_transform
 from hcl_cli.config.report import ReportConfig
-from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, hardest_negatives, label_pair_similarities, loss_key, pick_anchors
+from hcl_cli.diagnostics import (
+    ASSUMPTION1_KEY,
+    LOSS_SAMPLERS,
+    distinct_label_pairs,
+    hardest_negatives,
+    label_pair_similarities,
+    loss_key,
+    pick_anchors,
+)
 from hcl_cli.embeddings import load_embeddings
 from hcl_cli.errors import HclError
+from hcl_cli.image.augment import build_eval_transform
 from hcl_cli.report import plots
+from hcl_cli.report.escaping import code
 from hcl_cli.report.inputs import Prepared, TrainedEncoder
-from hcl_cli.report.markdown import code
 from hcl_cli.report.plots import Series
 
 PRETRAIN_METRICS = Path("pretrain") / "plots" / "metrics"
@@ -92,8 +100,8 @@ def epoch_series(path: Path) -> Series:
     return [step + 1 for step in steps], values
 
 
-def training_figures(logs: Path) -> list[Figure]:
-    """Loss, kNN top-1 and H-SCL diagnostic curves from pretrain's dvclive logs, those that were logged (read now)."""
+def training_figures(logs: Path, noun: str = "image") -> list[Figure]:
+    """Loss, kNN top-1 (on test ``noun``s) and H-SCL diagnostic curves from pretrain's dvclive logs, those that were logged (read now)."""
     drawn = []
     loss_log, knn_log = logs / "loss.tsv", logs / "knn_top1.tsv"
     if logged(loss_log):
@@ -113,13 +121,13 @@ def training_figures(logs: Path) -> list[Figure]:
         )
     if logged(knn_log):
         draw = partial(
-            plots.plot_curve, epoch_series(knn_log), title="kNN top-1 on held-out images during pretraining", ylabel="top-1 accuracy"
+            plots.plot_curve, epoch_series(knn_log), title=f"kNN top-1 on held-out {noun}s during pretraining", ylabel="top-1 accuracy"
         )
         drawn.append(
             Figure(
                 "knn_top1.png",
                 "kNN accuracy during pretraining",
-                f"Weighted kNN top-1 of the backbone on held-out labelled test images, every `eval_every` epochs (HCL Fig. 11; from {code(knn_log)}).",
+                f"Weighted kNN top-1 of the backbone on held-out labelled test {noun}s, every `eval_every` epochs (HCL Fig. 11; from {code(knn_log)}).",
                 draw,
             )
         )
@@ -140,18 +148,24 @@ def training_figures(logs: Path) -> list[Figure]:
     return drawn
 
 
-def similarity_figure(embeddings: Path, feature: str) -> list[Figure]:
-    """Same- vs different-label cosine similarity histograms of the test embeddings, if they exist (read now)."""
+def similarity_figure(embeddings: Path, feature: str, noun: str = "image") -> list[Figure]:
+    """Same- vs different-label cosine similarity histograms of the test embeddings (of ``noun``s), if they exist (read now):
+    of every distinct pair when there are at most :data:`HISTOGRAM_PAIRS` (47 test graphs: 1,081), else of random pairs."""
     if not embeddings.is_file():
         return []
     data = load_embeddings(embeddings, feature)
-    same, different = label_pair_similarities(data.test_x, data.test_y, pairs=HISTOGRAM_PAIRS)
+    count = len(data.test_y)
+    if count * (count - 1) // 2 <= HISTOGRAM_PAIRS:
+        same, different = distinct_label_pairs(data.test_x, data.test_y)
+        pairs = f"every distinct pair of the {count:,} test {noun}s, {len(same):,} with the same label and {len(different):,} with different labels"
+    else:
+        same, different = label_pair_similarities(data.test_x, data.test_y, pairs=HISTOGRAM_PAIRS)
+        pairs = f"random pairs of test {noun}s with the same label and with different labels ({len(same):,} and {len(different):,} pairs)"
     return [
         Figure(
             "similarity.png",
             "Cosine similarity of same- and different-label pairs",
-            f"Density-normalised histograms of the cosine similarity between {feature} features of random pairs of test images "
-            f"with the same label and with different labels ({len(same):,} and {len(different):,} pairs; HCL Fig. 5). Less "
+            f"Density-normalised histograms of the cosine similarity between {feature} features of {pairs} (HCL Fig. 5). Less "
             "overlap means the representation separates the classes better.",
             partial(plots.plot_similarity_histograms, same, different, feature=feature),
         )

@@ -1,7 +1,9 @@
 """The report's inputs, each read and checked before anything is computed or written.
 
 Only the metrics folder is required; the prepared dataset and the encoder are read when they
-exist. Each check fails in one line naming the file. The metrics files describe themselves
+exist. Each check fails in one line naming the file, and inputs of different runs (graph embeddings
+beside a digits run, another encoder's metrics) are refused by the sha256 each artifact records of
+what it was made from (:func:`check_one_run`). The metrics files describe themselves
 (:mod:`hcl_cli.metrics`); of their parameters, the report checks here the ones it computes or writes
 with (:data:`REPORTED_SETTINGS`), not against the evaluations' option declarations, so that editing
 a ``knn-eval`` option's help text does not change the report stage's dependencies.
@@ -16,10 +18,10 @@ from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import is_finite_number, read_json, sidecar_path
+from hcl_cli.artifacts import check_made_from, is_finite_number, prepared_sha256, read_inputs, read_json, sidecar_path
 from hcl_cli.config.base import FEATURES
 from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
 from hcl_cli.metrics import EvaluationMetrics, load_metrics
 from hcl_cli.modality import Modality, Samples, modality_named, modality_of
@@ -78,7 +80,7 @@ class TrainedEncoder:
 
     path: Path
     model: Any
-    """A :class:`~hcl_cli.models.ContrastiveModel` (images) or :class:`~hcl_cli.graph.encoder.GinModel` (graphs)."""
+    """A :class:`~hcl_cli.image.networks.ContrastiveModel` (images) or :class:`~hcl_cli.graph.encoder.GinModel` (graphs)."""
     sidecar: Any
     config: PretrainConfig
     modality: Modality = field(default_factory=lambda: modality_named("image"))
@@ -164,3 +166,41 @@ def encoder_kind(path: Path) -> Any:
         return read_json(sidecar_path(path), what="encoder sidecar").get("kind")
     except HclError:
         return None
+
+
+def check_one_run(
+    metrics: dict[str, EvaluationMetrics], metrics_folder: Path, prepared: Prepared | None, encoder: TrainedEncoder | None, embeddings: Path
+) -> None:
+    """One-line HclError unless the report's inputs come from one run: every record of what an artifact was made from
+    (:mod:`hcl_cli.artifacts.binding`) matches the input given beside it, and the embeddings' dataset is the card's.
+
+    The encoder's prepared dataset, the embeddings' encoder and prepared dataset, and each metrics file's embeddings
+    (the ``paper`` protocol: encoder and prepared dataset) are compared with ``--data``, ``--model`` and
+    ``--embeddings`` where given, and the two metrics files' embeddings with each other.
+    """
+    data = f"--data {shown(prepared.folder)}" if prepared is not None else ""
+    prepared_digests = prepared_sha256(prepared.folder) if prepared is not None else None
+    model = f"--model {shown(encoder.path)}" if encoder is not None else ""
+    if encoder is not None:
+        check_made_from(model, encoder.sidecar.inputs, "prepared", data, prepared_digests)
+    embedded = read_json(sidecar_path(embeddings), what="embeddings sidecar") if embeddings.is_file() else None
+    given = f"--embeddings {shown(embeddings)}"
+    if embedded is not None:
+        inputs = read_inputs(embedded, str(sidecar_path(embeddings)))
+        check_made_from(given, inputs, "encoder", model, encoder.sidecar.sha256 if encoder is not None else None)
+        check_made_from(given, inputs, "prepared", data, prepared_digests)
+        if prepared is not None and embedded.get("dataset", prepared.card.name) != prepared.card.name:
+            raise HclError(
+                f"{given} embeds the dataset {shown(embedded.get('dataset'))}, but {data} holds {shown(prepared.card.name)}: "
+                "they come from different runs; run the stages again, or give the inputs of one run"
+            )
+    for name, values in metrics.items():
+        source = shown(metrics_folder / f"{name}.json")
+        check_made_from(source, values.inputs, "embeddings", given, embedded.get("sha256") if embedded is not None else None)
+        check_made_from(source, values.inputs, "encoder", model, encoder.sidecar.sha256 if encoder is not None else None)
+        check_made_from(source, values.inputs, "prepared", data, prepared_digests)
+    if "knn" in metrics and "linear" in metrics:
+        knn, linear = shown(metrics_folder / "knn.json"), shown(metrics_folder / "linear.json")
+        check_made_from(
+            linear, metrics["linear"].inputs, "embeddings", f"the embeddings {knn} scored", metrics["knn"].inputs.get("embeddings")
+        )

@@ -1,62 +1,28 @@
 """The report's markdown: its sections, assembled from inputs already read; no drawing and no writing here.
 
-Every string that comes from outside hcl (the title, paths, names and values read from params.yaml,
-the dataset card, the encoder's sidecar, the metrics files) enters the markdown through
-:func:`inline` or :func:`code`, so that no value can add a heading, a link, an image, HTML or a
-table cell: the report's structure is hcl's alone.
+Every string from outside hcl enters through :mod:`~hcl_cli.report.escaping`; the parameter table is
+in :mod:`~hcl_cli.report.parameters`.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import is_finite_number, sidecar_path
-from hcl_cli.config.base import load_params
-from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.datasets import CARD_FILE
-from hcl_cli.errors import UsageError
+from hcl_cli.image.card import CARD_FILE
 from hcl_cli.metrics import EvaluationMetrics
 from hcl_cli.modality import Modality, modality_named
 from hcl_cli.provenance import describe_extent
-from hcl_cli.report.inputs import Prepared, Recorded, TrainedEncoder
+from hcl_cli.report.escaping import code, inline
+from hcl_cli.report.inputs import Prepared, TrainedEncoder
 from hcl_cli.report.writer import FIGURES_FOLDER
 from hcl_cli.stats import wilson_interval
 
 if TYPE_CHECKING:
-    from hcl_cli.modality import Modality
     from hcl_cli.report.figures import Figure
-
-LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
-"""What ``str.splitlines`` breaks lines at: in a value, each run of them becomes one space."""
-MARKUP = re.compile(r"([\\\[\]<>|#&])")
-"""Characters that could start a link or image (``[``), HTML (``<``, ``&``), a heading's closing ``#``,
-a table cell (``|``), or escape hcl's own escapes (``\\``); each is backslash-escaped (CommonMark 2.4)."""
-
-
-def inline(value: object) -> str:
-    """``value`` as literal text on one markdown line: line breaks become spaces, markup characters are escaped.
-
-    Emphasis and code characters (``*``, ``_``, backticks) are kept: they style text within the line but
-    cannot change the report's structure, and a title with shell syntax reads as written.
-    """
-    return MARKUP.sub(r"\\\1", LINE_BREAKS.sub(" ", str(value)))
-
-
-def code(value: object, *, cell: bool = False) -> str:
-    """``value`` as a code span (a path, a name): on one line, fenced by more backticks than it holds.
-
-    In a table ``cell``, ``|`` is escaped too (GitHub's tables split cells before code spans).
-    """
-    text = LINE_BREAKS.sub(" ", str(value))
-    if cell:
-        text = text.replace("|", "\\|")
-    fence = "`" * (1 + max(map(len, re.findall("`+", text)), default=0))
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def title_line(title: str) -> str:
@@ -233,9 +199,15 @@ def protocol_section(
             if encoder is not None
             else ""
         )
+        svm = encoder is not None and "linear" in metrics and metrics["linear"].params.get("protocol") == "svm"
         lines.append(
             f"- **Baselines** (computed by `hcl report` with the kNN settings above): {untrained}{modality.raw_description}. Pretraining is worth its "
             "cost where the trained encoder beats both beyond the intervals."
+            + (
+                " The untrained encoder is also read out by the SVM protocol below, with its settings (the SVM (baseline) row)."
+                if svm
+                else ""
+            )
         )
     lines.append(
         f"- **Intervals**: the 95% Wilson score interval of a binomial proportion (Wilson 1927) on the number of test {noun}s; "
@@ -282,53 +254,6 @@ def linear_protocol(linear: EvaluationMetrics, noun: str = "image") -> str:
         f"cross-entropy + {inline(params['weight_decay'])} / 2 * ||W||^2 with {solver}, initialisation seed {inline(params['seed'])}; "
         "scored once on the test split."
     )
-
-
-def parameter_section(params_file: Path, recorded: dict[str, Recorded], encoder: TrainedEncoder | None) -> str:
-    """One row per parameter of every group of ``params_file`` (and of every recorded stage).
-
-    The value is the one the run recorded where there is one, else params.yaml's; a params.yaml
-    value that differs from the recorded one (a change not yet reproduced) is shown beside it. The
-    pretrain group lists only the parameters the run's sampler reads (by the encoder's
-    configuration, else by params.yaml's).
-    """
-    declared = load_params(params_file) if params_file.is_file() else {}
-    used = used_pretrain_params(encoder, declared.get("pretrain"))
-    rows = []
-    for group in dict.fromkeys([*declared, *recorded]):
-        planned = declared.get(group) if isinstance(declared.get(group), dict) else {}
-        run = recorded.get(group)
-        for name in dict.fromkeys([*planned, *(run.values if run else {})]):
-            if group == "pretrain" and used is not None and name not in used:
-                continue
-            if run is not None and name in run.values:
-                value, source = format_value(run.values[name]), run.source
-                if name in planned and planned[name] != run.values[name]:
-                    value += f" (params.yaml: {format_value(planned[name])})"
-            else:
-                value, source = format_value(planned[name]), code(params_file, cell=True)
-            rows.append(f"| {inline(group)} | {inline(name)} | {value} | {source} |")
-    if not rows:
-        return ""
-    note = "The pretrain parameters are those the run's sampler reads; the others do not change the run." if used is not None else ""
-    return "\n".join(
-        ["## Parameters", "", *([note, ""] if note else []), "| Stage | Parameter | Value | Source |", "|:--|:--|:--|:--|", *rows]
-    )
-
-
-def used_pretrain_params(encoder: TrainedEncoder | None, planned: Any) -> set[str] | None:
-    """The names of the pretrain parameters the run's sampler reads; None when neither the encoder nor params.yaml tells."""
-    if encoder is not None:
-        return set(encoder.config.used_params())
-    try:
-        return set(PretrainConfig(**planned).used_params()) if isinstance(planned, dict) else None
-    except UsageError:
-        return None
-
-
-def format_value(value: Any) -> str:
-    """A parameter value as it reads in params.yaml (``true``, ``0.001``, ``hucl``), literal text in a table cell."""
-    return inline(str(value).lower() if isinstance(value, bool) else value)
 
 
 def figure_section(drawn: list[Figure]) -> str:

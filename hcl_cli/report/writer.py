@@ -12,8 +12,11 @@ the old figures back. A reader thus finds the old set or the new one, never the 
 beside the figures of another (only a kill between two renames, microseconds apart, could leave
 that, and the next report replaces it).
 
-The figures folder is replaced whole, so it may hold only the files a report writes: anything else
-in it is refused before any work, and nothing of the user's is lost.
+The report and the figures folder are outputs under hcl's one ownership rule
+(:func:`~hcl_cli.artifacts.check_replaceable`): the markdown is replaced only when it is a report
+hcl wrote (its last line is :data:`WRITTEN_BY`), never when it is a user's file or a symbolic link;
+the figures folder is replaced whole, so it may hold only the files a report writes. Anything else
+is refused before any work, and nothing of the user's is lost.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
-from hcl_cli.artifacts import stale_siblings, temp_sibling
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.artifacts import check_replaceable, entries_besides, folder_output, stale_siblings, temp_sibling, text_output
+from hcl_cli.errors import HclError
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.locking import locked_folder
 
@@ -33,21 +36,26 @@ FIGURES_FOLDER = "figures"
 """The figures' folder beside the report; the markdown links its files as ``figures/NAME.png``."""
 STAGING_TAG = "staging"
 RETIRED = "retired-figures"
+WRITTEN_BY = "*Written by `hcl report`, which replaces this file when it runs again: keep notes elsewhere.*"
+"""The report's last line: how hcl knows a report is its own to replace (and a reader that it will be replaced)."""
+REPORT_OUTPUT = text_output("report", WRITTEN_BY, last=True)
 
 
 @contextlib.contextmanager
 def report_folder(out: Path, figure_files: Collection[str]) -> Iterator[None]:
     """Hold the folder of ``out`` for the block (its lock, the folder created if missing), once the set is replaceable.
 
-    The set is replaceable when ``out`` is absent or a file, and the figures folder beside it is
-    absent or a folder holding only ``figure_files`` (and hcl's temporary files of them); else a
-    one-line :class:`UsageError`. Folders the block created are removed again if it leaves them empty.
+    The set is replaceable when ``out`` is absent or a report hcl wrote, and the figures folder beside
+    it is absent or a folder holding only ``figure_files`` (and hcl's temporary files of them); else a
+    one-line :class:`~hcl_cli.errors.UsageError`. Folders the block created are removed again if it leaves them empty.
     """
     folder = out.parent
     made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     try:
         with locked_folder(folder, "report"):
-            check_replaceable(out, figure_files)
+            check_replaceable("--out", out, REPORT_OUTPUT)
+            figures = folder_output("report figures", lambda path: entries_besides(path, figure_files))
+            check_replaceable("--out (its figures)", out.parent / FIGURES_FOLDER, figures)
             yield
     finally:
         for path in made:
@@ -55,23 +63,6 @@ def report_folder(out: Path, figure_files: Collection[str]) -> Iterator[None]:
                 path.rmdir()
             except OSError:
                 break
-
-
-def check_replaceable(out: Path, figure_files: Collection[str]) -> None:
-    """A one-line UsageError unless writing the report's set over ``out`` and its figures folder loses nothing of the user's."""
-    if out.is_dir() or (out.exists() and not out.is_file()):
-        raise UsageError(f"--out {out} exists and is not a file: choose another --out")
-    figures = out.parent / FIGURES_FOLDER
-    if figures.is_symlink() or (figures.exists() and not figures.is_dir()):
-        raise UsageError(f"{figures} is not a folder hcl report wrote (it is replaced whole): move it, or choose another --out")
-    if figures.is_dir():
-        ours = {*figure_files, *(path.name for name in figure_files for path in stale_siblings(figures / name, include_live=True))}
-        foreign = sorted(set(os.listdir(figures)) - ours)
-        if foreign:
-            raise UsageError(
-                f"{figures} holds files hcl report does not write ({', '.join(foreign)}) and is replaced whole: "
-                "move them, or choose another --out"
-            )
 
 
 def publish(out: Path, markdown: str, drawings: Mapping[str, Callable[[Path], None]]) -> None:
@@ -92,7 +83,7 @@ def publish(out: Path, markdown: str, drawings: Mapping[str, Callable[[Path], No
         figures = out.parent / FIGURES_FOLDER
         for name, draw in drawings.items():
             _stage(figures / name, staging / FIGURES_FOLDER / name, draw)
-        _stage(out, staging / out.name, lambda path: path.write_text(markdown, encoding="utf-8"))
+        _stage(out, staging / out.name, lambda path: path.write_text(f"{markdown.rstrip()}\n\n{WRITTEN_BY}\n", encoding="utf-8"))
         with uninterrupted():  # a Ctrl-C waits for the swap: never new figures beside the old markdown
             _swap(staging, out)
     finally:

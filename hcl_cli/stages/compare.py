@@ -1,11 +1,18 @@
 """``hcl compare``: one paper-style table of a DVC sweep (HCL Table 1, H-SCL Table I).
 
 Reads every finished experiment from ``dvc exp show --json`` (the experiments of the current
-commit, and the workspace) and tabulates, per row, its sampler and the pretrain parameters that
-vary between the rows, each shown only where the row's sampler reads it (``-`` where it does
-not), against kNN and linear top-1 with their 95% intervals (Wilson, from the test-split size
-the metrics record). A value is in bold only when it beats every other row beyond the intervals;
-rows within the intervals of the best are ties, and none of them is bolded. Queued, running and
+commit, and the workspace) and tabulates, per row, its dataset, its linear protocol, its sampler
+and the pretrain parameters that vary between the rows, each shown only where the row's sampler
+reads it (``-`` where it does not), against kNN and linear top-1 with their spread: the 95% Wilson
+interval of a test split (from the test-split size the metrics record), or for the SVM protocol,
+which cross-validates over every sample, the mean over the folds with their standard deviation.
+A value is in bold only when it beats every other row beyond those intervals; rows within the
+intervals of the best are ties, and none of them is bolded.
+
+One table compares one dataset: ``--dataset``'s, else the one most rows share. The workspace's
+row is what its metrics came from: the parameters ``dvc.lock`` records for its last ``dvc repro``
+(params.yaml may have changed since, e.g. by ``hcl preset``), so a workspace whose metrics are
+another dataset's is not tabulated beside the sweep. Rows of another dataset, queued, running and
 failed experiments, and those without both metrics files, are listed under the table.
 
 The JSON shape (dvc 3.x): a list of baseline entries ``{"rev", "name", "data", "error",
@@ -17,80 +24,43 @@ groups ``{"name", "executor": None | {"state": "success" | "queued" | "running" 
 
 from __future__ import annotations
 
-import csv
 import fnmatch
-import io
 import json
 import os
+import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ruamel.yaml import YAMLError
 
-from hcl_cli.artifacts import write_text
+from hcl_cli.artifacts import check_replaceable, is_finite_number, is_integer, text_output, write_text
+from hcl_cli.config.base import load_yaml12
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.objectives.registry import SAMPLERS, users_of
-from hcl_cli.stats import wilson_interval
+from hcl_cli.metrics import check_metrics
+from hcl_cli.objectives.registry import SAMPLERS
+from hcl_cli.report.sweep import EVALUATIONS, TITLE, WORKSPACE, Accuracy, ExperimentRow, csv_table, markdown_table
 
 PARAMS_FILE = "params.yaml"
-METRICS = {"knn": "metrics/knn.json", "linear": "metrics/linear.json"}
+LOCK_FILE = "dvc.lock"
+"""What the workspace's metrics came from: the params of each stage's last run."""
+METRICS = dict(zip(EVALUATIONS, ("metrics/knn.json", "metrics/linear.json")))
 TRAINING_LOG = "dvclive/pretrain/metrics.json"
 """pretrain's training log in the pipeline: its ``steps`` and ``planned_steps`` say whether --max-steps stopped the run."""
 FINISHED_STATES = (None, "success")
-WORKSPACE = "workspace"
-
-
-@dataclass(frozen=True)
-class Accuracy:
-    """A top-1 accuracy and, when the metrics record the test-split size, its 95% interval."""
-
-    top1: float
-    test_size: int | None = None
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.top1, self.test_size) if self.test_size else (self.top1, self.top1)
-
-
-@dataclass(frozen=True)
-class ExperimentRow:
-    """One finished experiment: its pretrain parameters and its two accuracies."""
-
-    name: str
-    rev: str
-    baseline: str
-    pretrain: dict[str, Any]
-    accuracy: dict[str, Accuracy] = field(default_factory=dict)
-    steps: tuple[int, int] | None = None
-    """The optimisation steps pretraining took and planned (from its training log), when it records them."""
-
-    @property
-    def extent(self) -> str:
-        """``stopped at step 120 of 300`` for a run --max-steps ended early, else ``complete``."""
-        if self.steps is not None and self.steps[0] < self.steps[1]:
-            return f"stopped at step {self.steps[0]} of {self.steps[1]}"
-        return "complete"
-
-    @property
-    def sampler(self) -> str:
-        return str(self.pretrain.get("sampler", ""))
-
-    def shows(self, parameter: str) -> bool:
-        """Whether ``parameter`` matters for this row: a training parameter, or an option its sampler reads."""
-        readers = users_of(parameter)
-        return not readers or self.sampler in readers
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Which experiments to tabulate: by sampler, by parameter values (``pretrain.beta=1``) and by name pattern."""
+    """Which experiments to tabulate: by sampler, by parameter values (``pretrain.beta=1``), by name pattern, and the dataset
+    (none: the one most experiments share)."""
 
     samplers: tuple[str, ...] = ()
     where: tuple[str, ...] = ()
     name: str | None = None
+    dataset: str | None = None
 
     def check(self) -> None:
         """Refuse, before dvc runs, a sampler or a ``--where`` key that no experiment can have: a usage error naming the known ones."""
@@ -122,7 +92,11 @@ class Selection:
         if not separator or not name:
             raise UsageError(f"--where {condition!r} must be GROUP.KEY=VALUE, e.g. pretrain.beta=1")
         value = (params.get(group) or {}).get(name)
-        return value == yaml.safe_load(wanted) or str(value) == wanted
+        try:
+            parsed = load_yaml12(wanted)
+        except YAMLError:
+            parsed = wanted
+        return value == parsed or str(value) == wanted
 
 
 def parameter_keys() -> dict[str, list[str]]:
@@ -141,13 +115,30 @@ def check_out(out: str) -> None:
 def run(out: str, selection: Selection) -> None:
     """Write ``OUT.md`` and ``OUT.csv`` tabulating the finished experiments of the current commit that ``selection`` keeps."""
     check_out(out)
+    check_replaceable("--out", f"{out}.md", text_output("comparison table", TITLE))
+    check_replaceable("--out", f"{out}.csv", text_output("comparison table", re.compile("experiment,rev,baseline,.*")))
     selection.check()
-    rows, skipped = parse_experiments(dvc_exp_show(), selection)
+    entries, workspace = dvc_exp_show(), locked_params()
+    every, _ = parse_experiments(entries, workspace_params=workspace)
+    if selection.name is not None and not any(fnmatch.fnmatchcase(row.name, selection.name) for row in every):
+        names = ", ".join(row.name for row in every) or "none"
+        raise HclError(
+            f"--name {selection.name!r} matches no finished experiment; dvc exp show lists {names} "
+            "(dvc exp run names them with random words unless given -n NAME)"
+        )
+    rows, skipped = parse_experiments(entries, selection, workspace)
     if not rows:
         reason = f" ({'; '.join(skipped)})" if skipped else ""
         raise HclError(
             f"dvc exp show lists no finished experiment with both {METRICS['knn']} and {METRICS['linear']} that the filters keep{reason}; run `dvc exp run` first"
         )
+    dataset = selection.dataset or majority_dataset(rows)
+    if not any(row.dataset == dataset for row in rows):
+        raise UsageError(
+            f"--dataset {dataset!r}: no experiment the filters keep is of it (theirs: {', '.join(sorted({row.dataset for row in rows}))})"
+        )
+    skipped += [f"{row.name}: dataset {row.dataset}, not {dataset}" for row in rows if row.dataset != dataset]
+    rows = [row for row in rows if row.dataset == dataset]
     rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
     write_text(f"{out}.md", markdown_table(rows, skipped))
     write_text(f"{out}.csv", csv_table(rows))
@@ -172,14 +163,41 @@ def dvc_exp_show() -> list[dict[str, Any]]:
     return entries
 
 
-def parse_experiments(entries: list[dict[str, Any]], selection: Selection | None = None) -> tuple[list[ExperimentRow], list[str]]:
-    """Rows of the workspace and of the finished experiments under each baseline, and why any other was left out."""
+def locked_params() -> dict[str, Any] | None:
+    """The params.yaml groups that ``dvc.lock`` records for the stages' last runs (what the workspace's metrics came from),
+    or None without a readable ``dvc.lock``."""
+    try:
+        lock = load_yaml12(Path(LOCK_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, YAMLError):
+        return None
+    stages = lock.get("stages") if isinstance(lock, dict) else None
+    if not isinstance(stages, dict):
+        return None
+    groups: dict[str, Any] = {}
+    for stage in stages.values():
+        recorded = (stage.get("params") or {}).get(PARAMS_FILE) if isinstance(stage, dict) else None
+        groups |= recorded if isinstance(recorded, dict) else {}
+    return groups
+
+
+def majority_dataset(rows: list[ExperimentRow]) -> str:
+    """The dataset most experiments share (the workspace counts only without experiments; ties: the first by name)."""
+    counted = [row.dataset for row in rows if row.name != WORKSPACE] or [row.dataset for row in rows]
+    return min(set(counted), key=lambda dataset: (-counted.count(dataset), dataset))
+
+
+def parse_experiments(
+    entries: list[dict[str, Any]], selection: Selection | None = None, workspace_params: dict[str, Any] | None = None
+) -> tuple[list[ExperimentRow], list[str]]:
+    """Rows of the workspace and of the finished experiments under each baseline, and why any other was left out.
+
+    ``workspace_params`` (:func:`locked_params`) replace the workspace's params.yaml groups they hold."""
     selection = selection or Selection()
     rows: list[ExperimentRow] = []
     skipped: list[str] = []
 
     def consider(entry: dict[str, Any], name: str, baseline: str) -> None:
-        params = params_of(entry)
+        params = {**params_of(entry), **(workspace_params or {})} if name == WORKSPACE else params_of(entry)
         row = experiment_row(entry, name, baseline, params)
         if isinstance(row, str):
             skipped.append(f"{name}: {row}")
@@ -212,18 +230,45 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
     """The row of one experiment entry, or the reason it has none."""
     data = entry.get("data") or {}
     accuracy = {}
+    protocols: dict[str, str] = {}
     for key, path in METRICS.items():
         metrics = data.get("metrics", {}).get(path, {}).get("data")
-        if not isinstance(metrics, dict) or not isinstance(metrics.get("top1"), (int, float)):
+        if not isinstance(metrics, dict) or "top1" not in metrics:
             return f"no top1 in {path}"
-        size = metrics.get("test_size")
-        accuracy[key] = Accuracy(float(metrics["top1"]), size if isinstance(size, int) and size > 0 else None)
+        try:
+            checked = check_metrics(metrics, path, f"{key}-eval")  # the report's check: what it refuses is not tabulated
+        except HclError as error:
+            return str(error)
+        protocols[key] = str(checked.params.get("protocol", "-"))
+        accuracy[key] = Accuracy(
+            checked.top1, checked.test_size, *fold_spread(checked.details.get("svm") if protocols[key] == "svm" else None)
+        )
     pretrain = params.get("pretrain")
     if not isinstance(pretrain, dict) or "sampler" not in pretrain:
         return f"{PARAMS_FILE} has no pretrain.sampler"
+    prepare = params.get("prepare") if isinstance(params.get("prepare"), dict) else {}
+    dataset = prepare.get("name") if prepare.get("dataset") == "tu" else prepare.get("dataset")
     return ExperimentRow(
-        name=name, rev=str(entry.get("rev", ""))[:7], baseline=baseline, pretrain=pretrain, accuracy=accuracy, steps=training_steps(data)
+        name=name,
+        rev=str(entry.get("rev", ""))[:7],
+        baseline=baseline,
+        pretrain=pretrain,
+        accuracy=accuracy,
+        dataset=str(dataset) if dataset is not None else "-",
+        protocol=protocols["linear"],
+        steps=training_steps(data),
     )
+
+
+def fold_spread(svm: Any) -> tuple[float, int]:
+    """The std over the folds and their number (repeats x folds) that the SVM protocol records (``details.svm``), else (0, 0)."""
+    if (
+        not isinstance(svm, dict)
+        or not is_finite_number(svm.get("std"))
+        or not all(is_integer(svm.get(key)) for key in ("repeats", "folds"))
+    ):
+        return 0.0, 0
+    return float(svm["std"]), svm["repeats"] * svm["folds"]
 
 
 def training_steps(data: dict[str, Any]) -> tuple[int, int] | None:
@@ -235,78 +280,3 @@ def training_steps(data: dict[str, Any]) -> tuple[int, int] | None:
     if not all(isinstance(value, int) and not isinstance(value, bool) and value >= 0 for value in (steps, planned)):
         return None
     return steps, planned
-
-
-def varying_parameters(rows: list[ExperimentRow]) -> list[str]:
-    """The pretrain parameters (other than the sampler) whose values differ between the rows that read them."""
-    names = dict.fromkeys(name for row in rows for name in row.pretrain if name != "sampler")
-    return [name for name in names if len({json.dumps(row.pretrain.get(name)) for row in rows if row.shows(name)}) > 1]
-
-
-def winners(rows: list[ExperimentRow], key: str) -> set[int]:
-    """The index of the row whose ``key`` accuracy beats every other row beyond the 95% intervals (none when it ties)."""
-    if len(rows) < 2:
-        return set()
-    best = max(range(len(rows)), key=lambda index: rows[index].accuracy[key].top1)
-    low = rows[best].accuracy[key].interval[0]
-    others = (row.accuracy[key] for index, row in enumerate(rows) if index != best)
-    return {best} if all(other.interval[1] < low and other.test_size for other in others) and rows[best].accuracy[key].test_size else set()
-
-
-def cell(accuracy: Accuracy, bold: bool) -> str:
-    """``0.9467 (0.921-0.964)``, in bold when it is a clear winner."""
-    low, high = accuracy.interval
-    text = f"{accuracy.top1:.4f}" + (f" ({low:.3f}-{high:.3f})" if accuracy.test_size else "")
-    return f"**{text}**" if bold else text
-
-
-def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
-    """A Markdown table, one row per experiment; only the parameters that vary, only where the sampler reads them."""
-    columns = varying_parameters(rows)
-    best = {key: winners(rows, key) for key in METRICS}
-    baselines = sorted({row.baseline for row in rows} - {WORKSPACE})
-    stopped = any(row.extent != "complete" for row in rows)
-    extent_column = ["Pretraining"] if stopped else []
-    lines = [
-        "# Sweep comparison",
-        "",
-        f"The workspace and the experiments of {', '.join(f'`{name}`' for name in baselines) or 'no commit'} from `dvc exp show`; "
-        "top-1 accuracy on the test split with its 95% interval (Wilson). Only the pretrain parameters that vary are shown, "
-        "and `-` where the row's sampler does not read them. A value is **bold** only when it beats every other row beyond the intervals.",
-        "",
-        "| " + " | ".join(["Experiment", "Sampler", *extent_column, *columns, "kNN top-1", "Linear top-1"]) + " |",
-        "|" + "|".join([":--", ":--", *[":--"] * len(extent_column), *["--:"] * len(columns), "--:", "--:"]) + "|",
-    ]
-    for index, row in enumerate(rows):
-        values = [format_value(row.pretrain.get(name)) if row.shows(name) else "-" for name in columns]
-        accuracies = [cell(row.accuracy[key], index in best[key]) for key in METRICS]
-        extent = [row.extent] if stopped else []
-        lines.append("| " + " | ".join([row.name, row.sampler, *extent, *values, *accuracies]) + " |")
-    if not any(best.values()) and len(rows) > 1:
-        lines += ["", "No row beats all others beyond the 95% intervals: the differences are within the test-split noise."]
-    if skipped:
-        lines += ["", "Not tabulated: " + "; ".join(skipped) + "."]
-    return "\n".join(lines) + "\n"
-
-
-def format_value(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def csv_table(rows: list[ExperimentRow]) -> str:
-    """Every row with every pretrain parameter (empty where its sampler does not read it), accuracies at full precision."""
-    parameters = list(dict.fromkeys(name for row in rows for name in row.pretrain))
-    best = {key: winners(rows, key) for key in METRICS}
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    accuracy_columns = [f"{key}_{part}" for key in METRICS for part in ("top1", "low", "high", "best")]
-    writer.writerow(["experiment", "rev", "baseline", "steps", "planned_steps", *parameters, *accuracy_columns])
-    for index, row in enumerate(rows):
-        values = [row.pretrain.get(name, "") if row.shows(name) else "" for name in parameters]
-        accuracies = []
-        for key in METRICS:
-            accuracy = row.accuracy[key]
-            accuracies += [repr(accuracy.top1), *(repr(bound) for bound in accuracy.interval), int(index in best[key])]
-        steps = list(row.steps) if row.steps is not None else ["", ""]
-        writer.writerow([row.name, row.rev, row.baseline, *steps, *values, *accuracies])
-    return buffer.getvalue()

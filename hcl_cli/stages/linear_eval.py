@@ -8,36 +8,42 @@ records the augmentation in the metrics artifact (:mod:`hcl_cli.metrics`).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_outputs_apart, check_replaceable
-from hcl_cli.augment import build_augmentation, build_eval_transform, resolve_recipe
+from hcl_cli.artifacts import check_made_from, check_outputs_apart, check_replaceable, prepared_sha256
+from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.linear import LinearConfig, parse_c_grid
-from hcl_cli.datasets import load_card, load_split
 from hcl_cli.embeddings import load_embeddings
 from hcl_cli.errors import UsageError, shown
-from hcl_cli.graph.data import is_graph_folder
-from hcl_cli.graph.svm import svm_protocol
+from hcl_cli.graph.card import is_graph_folder
+from hcl_cli.graph.svm import svm_details, svm_protocol
+from hcl_cli.image.augment import build_augmentation, build_eval_transform, resolve_recipe
+from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import check_fits_dataset, load_encoder
+from hcl_cli.image.prepared import load_split
 from hcl_cli.linear import augmented_readout, linear_readout
-from hcl_cli.metrics import FIELDS, EvaluationMetrics, save_metrics, topk_accuracy
-from hcl_cli.models import check_fits_dataset, load_encoder
-from hcl_cli.runtime import resolve_device
+from hcl_cli.metrics import METRICS_OUTPUT, EvaluationMetrics, save_metrics, topk_accuracy
+from hcl_cli.runtime import resolve_device, set_cpu_threads
 
 
 def run(config: LinearConfig) -> None:
     """Fit the readout on the train split, score the test split and write ``config.out``."""
+    for warning in config.unread_changes():
+        print(f"hcl linear-eval: warning: {warning}", file=sys.stderr)
     inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
     check_outputs_apart(inputs, {"--out": config.out})
-    check_replaceable("--out", config.out, "metrics", FIELDS)
+    check_replaceable("--out", config.out, METRICS_OUTPUT)
     if config.protocol == "svm":
         svm_metrics(config)
         return
     device = resolve_device(config.device)
-    scores, test_labels, details = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
+    set_cpu_threads(parse_threads(config.threads), device, CUDA_THREADS)
+    scores, test_labels, details, inputs = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
     accuracy = topk_accuracy(scores, test_labels)
-    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, details))
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, inputs, details))
     print(
         f"hcl linear-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
         f"({config.feature} features, {config.protocol} protocol, {config.optimizer})"
@@ -64,29 +70,18 @@ def svm_metrics(config: LinearConfig) -> None:
         inner_folds=config.svm_inner_folds,
         seed=config.seed,
     )
-    details = {
-        "svm": {
-            "std": result.std,
-            "folds": result.folds,
-            "repeats": len(result.repeat_means),
-            "inner_folds": result.inner_folds,
-            "c_grid": result.c_grid,
-            "repeat_means": result.repeat_means,
-            "repeat_std": result.repeat_std,
-            "fold_accuracies": result.fold_accuracies,
-            "chosen_c": result.chosen_c,
-        }
-    }
+    details = {"svm": svm_details(result)}
     accuracy = {1: result.mean, 5: result.top5}
-    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, details))
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, data.scored, details))
     print(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {result.mean:.4f} +- {result.std:.4f} over "
         f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} samples ({config.feature} features)"
     )
 
 
-def fixed_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    """Test scores of the readout fitted on the standardised embeddings of ``config.embeddings``."""
+def fixed_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any], dict[str, Any]]:
+    """Test scores of the readout fitted on the standardised embeddings of ``config.embeddings``, the test labels, the
+    details to record (none) and the inputs (the sha256 of the embeddings and of their encoder)."""
     data = load_embeddings(config.embeddings, config.feature)
     scores = linear_readout(
         data.train_x.to(device),
@@ -99,11 +94,12 @@ def fixed_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tens
         weight_decay=config.weight_decay,
         seed=config.seed,
     )
-    return scores, data.test_y, {}
+    return scores, data.test_y, {}, data.scored
 
 
-def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    """Test scores of the papers' protocol: the encoder ``config.model`` on augmented views of ``config.data``.
+def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any], dict[str, Any]]:
+    """Test scores of the papers' protocol: the encoder ``config.model`` on augmented views of ``config.data``; with the
+    test labels, the details to record (the augmentation) and the inputs (the encoder's and the prepared files' sha256).
 
     The augmentation is the one the encoder was pretrained with: the recipe of its image size, with
     Gaussian blur when its pretraining had it. The encoder stays in eval mode (BatchNorm uses its
@@ -115,6 +111,8 @@ def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tens
         )
     card = load_card(config.data)
     model, sidecar = load_encoder(config.model, device)
+    prepared = prepared_sha256(config.data)
+    check_made_from(f"--model {shown(config.model)}", sidecar.inputs, "prepared", f"--data {shown(config.data)}", prepared)
     check_fits_dataset(model, card.image_shape, config.model, config.data)
     train_images, train_labels = load_split(config.data, "train", device)
     test_images, test_labels = load_split(config.data, "test")
@@ -137,4 +135,5 @@ def paper_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tens
         weight_decay=config.weight_decay,
         seed=config.seed,
     )
-    return scores.cpu(), test_labels, {"augmentation": {"recipe": recipe, "blur": blur}}
+    inputs = {"encoder": sidecar.sha256, "prepared": prepared}
+    return scores.cpu(), test_labels, {"augmentation": {"recipe": recipe, "blur": blur}}, inputs

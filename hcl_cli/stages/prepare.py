@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -21,8 +20,9 @@ from pathlib import Path
 import torch
 
 from hcl_cli.artifacts import (
-    OWNED_FILES,
     check_outputs_apart,
+    check_replaceable,
+    folder_output,
     foreign_entries,
     library_versions,
     remove_owned_folder,
@@ -32,24 +32,33 @@ from hcl_cli.artifacts import (
     write_owned_folder_manifest,
 )
 from hcl_cli.config.prepare import PrepareConfig
-from hcl_cli.datasets import CARD_FILE, SPLIT_KIND, SPLITS, DatasetCard, SourceDataset, load_source, save_card
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.graph.data import prepare_tu
+from hcl_cli.graph.data import build_dataset
 from hcl_cli.graph.prepared import FOLDER_FILES, write_prepared_graphs
+from hcl_cli.graph.tu import read_tu_files
+from hcl_cli.image.card import CARD_FILE, SPLITS, DatasetCard, save_card
+from hcl_cli.image.data import SourceDataset, load_source
+from hcl_cli.image.prepared import SPLIT_KIND
 from hcl_cli.interrupts import uninterrupted
 
-STATISTICS_CHUNK = 4096
+STATISTICS_VALUES = 2**24
+"""Pixel values converted to float64 at a time for the channel statistics: 128 MiB a block, whatever the image size
+(within :data:`~hcl_cli.image.data.PREPARE_HEADROOM`)."""
 
 
 def run(config: PrepareConfig) -> None:
     """Decode ``config.dataset`` and write the prepared folder ``config.out``."""
+    for warning in config.unread_changes():
+        print(f"hcl prepare: warning: {warning}", file=sys.stderr)
     out = Path(config.out)
     check_outputs_apart({"--path": config.path} if config.dataset != "digits" else {}, {"--out": out})
     _check_replaceable(out)
     if config.dataset == "tu":
         prepare_graphs(config, out)
         return
+    phase(f"reading {config.dataset}" + (f" from {shown(config.path)}" if config.dataset != "digits" else ""))
     dataset = load_source(config)
+    phase(f"writing {shown(out)}")
     card = dataset_card(config, dataset)
     versions = library_versions()
     with _staging_folder(out, folder_files(dataset.splits)) as staging:
@@ -65,7 +74,12 @@ def run(config: PrepareConfig) -> None:
 def prepare_graphs(config: PrepareConfig, out: Path) -> None:
     """Read the TU dataset ``config.name`` from ``config.path`` and write the prepared graph folder
     (:func:`hcl_cli.graph.prepared.write_prepared_graphs`: the graphs, a stratified split, the card), under the same rules."""
-    dataset, card = prepare_tu(config.path, config.name)
+    phase(f"reading {shown(config.name)} from {shown(config.path)}")
+    graphs = read_tu_files(config.path, config.name)
+    for note in graphs.notes:
+        print(f"hcl prepare: warning: {note}", file=sys.stderr)
+    phase(f"writing {shown(out)}")
+    dataset, card = build_dataset(graphs)
     with _staging_folder(out, list(FOLDER_FILES)) as staging:
         card = write_prepared_graphs(staging, dataset, card, config.test_fraction, config.seed)
     counts = ", ".join(f"{split} {count}" for split, count in (card.counts or {}).items())
@@ -73,6 +87,13 @@ def prepare_graphs(config: PrepareConfig, out: Path) -> None:
         f"hcl prepare: wrote {shown(out)}: {shown(card.name)}, {counts} graphs of {card.avg_nodes:.1f} nodes on average, "
         f"{card.feature_dim} node features ({card.features}), {card.num_classes} classes"
     )
+
+
+def phase(text: str) -> None:
+    """A line on stdout as prepare starts a step that may take seconds (reading an archive, writing the splits), as
+    pretrain's start-up line; stderr keeps the warnings and the one-line error. The loops within a step show their own
+    progress (:func:`hcl_cli.progress.progress`)."""
+    print(f"hcl prepare: {text}", flush=True)
 
 
 def dataset_card(config: PrepareConfig, dataset: SourceDataset) -> DatasetCard:
@@ -97,8 +118,9 @@ def channel_mean_std(images: torch.Tensor) -> tuple[list[float], list[float]]:
     """Per-channel mean and (population) standard deviation of uint8 (N, C, H, W) images, in 0..1."""
     total = torch.zeros(images.shape[1], dtype=torch.float64)
     total_squares = torch.zeros_like(total)
-    for start in range(0, len(images), STATISTICS_CHUNK):
-        block = images[start : start + STATISTICS_CHUNK].to(torch.float64) / 255.0
+    chunk = max(1, STATISTICS_VALUES // images[0].numel()) if len(images) else 1
+    for start in range(0, len(images), chunk):
+        block = images[start : start + chunk].to(torch.float64).div_(255.0)
         total += block.sum(dim=(0, 2, 3))
         total_squares += block.square().sum(dim=(0, 2, 3))
     count = images.shape[0] * images.shape[2] * images.shape[3]
@@ -113,29 +135,20 @@ def folder_files(splits: Iterable[str]) -> list[str]:
 
 
 def _check_replaceable(out: Path) -> None:
-    """Refuse, before any work, to replace anything but an empty folder or one hcl prepare wrote whole."""
+    """Refuse, before any work, to replace anything but an empty folder or one hcl prepare wrote whole: the one ownership
+    rule (:func:`~hcl_cli.artifacts.check_replaceable`), a folder being hcl's when its manifest lists every entry."""
     if out.name in ("", ".."):
         raise UsageError(f"--out {out} must name the prepared dataset folder itself, not . or ..")
-    try:
-        mode = os.lstat(out).st_mode
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise HclError(f"cannot read --out {out}: {exc.strerror or exc}") from exc
-    if stat.S_ISLNK(mode):
-        raise HclError(f"--out {out} is a symbolic link: give the prepared dataset folder itself")
-    if stat.S_ISREG(mode):
-        raise HclError(f"--out {out} is a file: give a folder for the prepared dataset")
-    if not stat.S_ISDIR(mode):
-        raise HclError(f"--out {out} is a device or special file, not a folder: give a folder for the prepared dataset")
-    if not any(out.iterdir()):
-        return
-    foreign = foreign_entries(out)
-    if foreign is None:
-        raise HclError(f"--out {out} is a folder that hcl prepare did not write (no {OWNED_FILES}): give a new or empty folder")
-    if foreign:
-        listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise HclError(f"--out {out} holds files that hcl prepare did not write ({listed}): move them away or give another folder")
+    check_replaceable("--out", out, PREPARED_OUTPUT)
+
+
+def _unlisted_entries(folder: Path) -> list[str]:
+    """The entries of ``folder`` that its manifest does not list (all of them when it has none)."""
+    foreign = foreign_entries(folder)
+    return sorted(os.listdir(folder)) if foreign is None else foreign
+
+
+PREPARED_OUTPUT = folder_output("prepared dataset", _unlisted_entries)
 
 
 @contextlib.contextmanager

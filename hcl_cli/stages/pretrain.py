@@ -2,7 +2,7 @@
 
 Reads straight down like torchvision's ``references/classification/train.py``: :func:`run`
 joins the torchrun ranks (or is one process) and :func:`pretrain` loads the data, builds the
-model and its step (:mod:`hcl_cli.training.step`), resumes, and walks the epochs
+model and its step (:mod:`hcl_cli.image.step`), resumes, and walks the epochs
 (:mod:`hcl_cli.training.loop`), logging each one (:mod:`hcl_cli.training.log`) after its
 checkpoint. The encoder is written only at the end.
 
@@ -17,7 +17,7 @@ of all ranks; DDP averages the gradients, so a step equals one process's step on
 batch (up to BatchNorm statistics, which stay per rank). Only rank 0 writes checkpoints, the
 encoder and the log.
 
-Negatives (:mod:`hcl_cli.training.momentum`): with ``queue_size`` 0 each anchor contrasts with
+Negatives (:mod:`hcl_cli.image.momentum`): with ``queue_size`` 0 each anchor contrasts with
 the other views of its batch; with ``queue_size`` K a momentum key encoder's keys of the batch and
 a queue of the last K keys are the candidates of every sampler, and the key encoder and the queue
 are part of the checkpoint (the encoder artifact is the trained query encoder alone).
@@ -34,8 +34,9 @@ import contextlib
 import sys
 from pathlib import Path
 
-from hcl_cli.artifacts import check_outputs_apart, check_replaceable
+from hcl_cli.artifacts import check_outputs_apart, check_replaceable, prepared_sha256, tensor_output
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
+from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import UsageError, shown
@@ -44,6 +45,7 @@ from hcl_cli.modality import Modality, encoder_kinds, modality_of
 from hcl_cli.objectives.loss import check_labels
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.provenance import describe_extent, now, run_record
+from hcl_cli.runtime import set_cpu_threads
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step_stop, interrupted, resume_from, train_one_epoch
@@ -52,12 +54,14 @@ from hcl_cli.training.probes import HsclProbe, KnnProbe
 from hcl_cli.training.signals import stop_on_signals
 
 ENCODER_FILE = "encoder.safetensors"
+CHECKPOINTS_FOLDER = "checkpoints"
 
 
 def run(config: PretrainConfig) -> None:
     """Pretrain an encoder on ``config.data`` and write ``config.out/encoder.safetensors``, in one
     process or, under torchrun, in one process per device."""
     with distributed_context(config.device) as context:
+        set_cpu_threads(parse_threads(config.threads), context.device, CUDA_THREADS)
         pretrain(config, context)
 
 
@@ -65,13 +69,15 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
     started = now()
     check_outputs_apart({"--data": config.data}, {"--out": config.out, "--live-dir": config.live_dir})
-    check_replaceable("--out", Path(config.out) / ENCODER_FILE, encoder_kinds())
+    check_replaceable("--out", Path(config.out) / ENCODER_FILE, tensor_output("encoder artifact", encoder_kinds()))
+    CheckpointStore(Path(config.out) / CHECKPOINTS_FOLDER).check_replaceable("--out")
     TrainingLog(config.live_dir).check_replaceable("--live-dir")
     modality = modality_of(config.data)
+    config = config.for_modality(modality.name)
     card = modality.load_card(config.data)
-    check_options_apply(config, modality.sample_noun)
+    config.check_modality(modality.name, f"{shown(config.data)}'s {modality.sample_noun}s")
     if context.is_main:
-        for warning in config.ignored_changes():
+        for warning in config.ignored_changes(context.world_size):
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     labelled = config.needs_labels
     splits = modality.training_splits(card, labelled)
@@ -79,7 +85,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     check_labels(config.sampler, config.loss_options(0), labelled="unlabeled" not in splits)
     modality.check_trainable(card, config.data)
     size = sum(card.counts[split] for split in splits)
-    steps_per_epoch = context.steps_per_epoch(size, config.batch_size, modality.keep_last_batch)
+    steps_per_epoch = context.steps_per_epoch(size, config.batch_size, modality.keep_last_batch, noun=modality.sample_noun)
 
     def loss_options(epoch: int) -> SamplerOptions:
         """The epoch's sampler options (:meth:`PretrainConfig.loss_options`) with ``auto`` resolved to the modality's objective."""
@@ -90,14 +96,15 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             held.enter_context(locked_folder(config.out, "pretrain"))
             held.enter_context(locked_folder(config.live_dir, "pretrain"))
         device = context.device
+        prepared = prepared_sha256(config.data)  # what the encoder is trained on: its sidecar's inputs, the checkpoints' identity
         samples, labels = modality.load_samples(config.data, splits, device)
         context.seed_everything(config.seed)
         model, step = build_training(modality, config, card, context)
         if context.world_size == 1 and not config.compile:
             check_training_memory(step, samples, labels, loss_options(0), config.batch_size, device)
-        store = CheckpointStore(Path(config.out) / "checkpoints")
+        store = CheckpointStore(Path(config.out) / CHECKPOINTS_FOLDER)
         # Like epochs, max_steps only says when to stop: a resume may change it.
-        identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None}
+        identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None, "prepared": prepared}
         training = TrainingRun(
             config, model, step, samples, labels, store, identity, context, steps_per_epoch, keep_last_batch=modality.keep_last_batch
         )
@@ -110,6 +117,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             training.history = [row for row in checkpoint.loop_state["history"] if row["epoch"] < start.epoch]
             context.reseed_after_resume(config.seed, start.epoch, start.step)
         elif context.is_main:
+            if not config.resume and (replaced := store.unfinished(identity)):
+                print(f"hcl pretrain: note: starting over without --resume: {replaced}", file=sys.stderr)
             store.clear()
         if log is not None:
             log.write(training.history, (start.epoch * steps_per_epoch + start.step, steps_per_epoch * config.epochs))
@@ -163,26 +172,11 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "world_size": context.world_size,
                 "run": run_record(device, started, steps=total_steps, planned_steps=steps_per_epoch * config.epochs),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
+                "inputs": {"prepared": prepared},
             }
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)
             print(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
-
-
-def check_options_apply(config: PretrainConfig, noun: str) -> None:
-    """Refuse (a usage error) an option set away from its default that the data's modality (``noun``: image, graph) never
-    reads, whether it came from the command line or params.yaml: ``--gin-layers 5`` on images, ``--blur true`` on graphs."""
-    for option in config.declared_options():
-        only = option.modality
-        if only is None or only == noun:
-            continue
-        value = getattr(config, option.name) if hasattr(config, option.name) else config.sampler_options[option.name]
-        if value != option.default:
-            shown_value = str(value).lower() if isinstance(value, bool) else value
-            raise UsageError(
-                f"{option.flag} (pretrain.{option.name}) {shown_value} is for {only}s and does nothing on {shown(config.data)}'s "
-                f"{noun}s: leave it at its default ({str(option.default).lower() if isinstance(option.default, bool) else option.default})"
-            )
 
 
 def training_objective(config: PretrainConfig, modality: Modality) -> str:

@@ -12,10 +12,10 @@ Sections, each written only when its inputs exist (only the metrics folder is re
   untrained (seeded with the run's seed, embedded with the same eval transform) and the raw
   pixels (flattened, scaled to [0, 1], L2-normalised);
 - the evaluation protocol, with the settings those files record;
-- the parameter table: the pretrain parameters the run's sampler reads (none it ignores), and
-  every key of the other params.yaml groups, each holding the value the run recorded (pretrain:
-  the encoder's sidecar; prepare: the dataset card; knn, linear: their metrics files) where there
-  is one;
+- the parameter table: the parameters the run read (those of its data's modality, its sampler, its
+  dataset and its linear protocol; none it ignores), each holding the value the run recorded
+  (pretrain: the encoder's sidecar; prepare: the dataset card; knn, linear: their metrics files)
+  where there is one;
 - figures (PNG, in ``figures/`` beside the report): the training loss and kNN top-1 per epoch
   (HCL Fig. 11) and, for the supervised samplers, H-SCL's Assumption 1 share and four losses
   (H-SCL Figs. 4-5), all from pretrain's dvclive logs; same- vs different-label cosine similarity
@@ -39,22 +39,15 @@ from pathlib import Path
 
 from hcl_cli.artifacts import check_outputs_apart, sidecar_path
 from hcl_cli.config.report import ReportConfig
-from hcl_cli.datasets import CARD_FILE
 from hcl_cli.errors import HclError, shown
+from hcl_cli.image.card import CARD_FILE
 from hcl_cli.reference import load_reference, reproduction_note
-from hcl_cli.report.baselines import knn_baselines
+from hcl_cli.report.baselines import knn_baselines, svm_baseline, untrained_name
+from hcl_cli.report.escaping import code
 from hcl_cli.report.figures import FIGURE_FILES, hard_negative_figure, pretrain_logs, similarity_figure, training_figures
-from hcl_cli.report.inputs import METRIC_FILES, Recorded, read_encoder, read_metric_files, read_prepared
-from hcl_cli.report.markdown import (
-    MetricRow,
-    code,
-    figure_section,
-    metric_section,
-    parameter_section,
-    protocol_section,
-    run_section,
-    title_line,
-)
+from hcl_cli.report.inputs import METRIC_FILES, Recorded, check_one_run, read_encoder, read_metric_files, read_prepared
+from hcl_cli.report.markdown import MetricRow, figure_section, metric_section, protocol_section, run_section, title_line
+from hcl_cli.report.parameters import parameter_section
 from hcl_cli.report.writer import FIGURES_FOLDER, publish, report_folder
 
 
@@ -88,6 +81,7 @@ def run(config: ReportConfig) -> None:
         metrics = read_metric_files(metrics_folder)
         prepared = read_prepared(Path(config.data), metrics, metrics_folder) if Path(config.data).is_dir() else None
         encoder = read_encoder(Path(config.model), prepared) if Path(config.model).is_file() else None
+        check_one_run(metrics, metrics_folder, prepared, encoder, Path(config.embeddings))
         sources = {name: code(metrics_folder / f"{name}.json", cell=True) for name in metrics}
         recorded = {name: Recorded(metrics[name].params, sources[name]) for name in METRIC_FILES if name in metrics}
         if prepared is not None:
@@ -107,10 +101,14 @@ def run(config: ReportConfig) -> None:
         if "knn" in metrics and prepared is not None:
             baselines = knn_baselines(metrics["knn"], prepared, encoder)
             rows[1:1] = [MetricRow("kNN (baseline)", name, values, "computed by `hcl report`") for name, values in baselines.items()]
+        if "linear" in metrics and metrics["linear"].params.get("protocol") == "svm" and prepared is not None and encoder is not None:
+            untrained = svm_baseline(metrics["linear"], prepared, encoder)
+            rows.append(MetricRow("SVM (baseline)", untrained_name(encoder), untrained, "computed by `hcl report`"))
         feature = next(iter(metrics.values())).feature
+        modality = prepared.modality if prepared is not None else encoder.modality if encoder is not None else None
         drawn = [
-            *training_figures(pretrain_logs(Path(config.plots))),
-            *similarity_figure(Path(config.embeddings), feature),
+            *training_figures(pretrain_logs(Path(config.plots)), modality.sample_noun if modality else "image"),
+            *similarity_figure(Path(config.embeddings), feature, modality.sample_noun if modality else "image"),
             *(
                 hard_negative_figure(config, prepared, encoder)
                 if prepared is not None and encoder is not None and prepared.modality.two_views
@@ -122,8 +120,8 @@ def run(config: ReportConfig) -> None:
             run_section(prepared, encoder, Path(config.data), Path(config.model)),
             metric_section(rows, encoder, prepared),
             reproduction_note(metrics, {name: stage.values for name, stage in recorded.items()}, load_reference()) or "",
-            protocol_section(metrics, encoder, baselines=len(rows) > len(metrics), modality=prepared.modality if prepared else None),
-            parameter_section(Path(config.params_file), recorded, encoder),
+            protocol_section(metrics, encoder, baselines=len(rows) > len(metrics), modality=modality),
+            parameter_section(Path(config.params_file), recorded, modality.name if modality else None),
             figure_section(drawn),
         ]
         publish(out, "\n\n".join(section for section in sections if section) + "\n", {figure.file: figure.draw for figure in drawn})

@@ -4,17 +4,23 @@ Reliability: a checkpoint (:mod:`hcl_cli.checkpoint`) at the end of every epoch 
 ``checkpoint_every`` steps; ``--resume`` continues from the newest one, and on the CPU a resumed
 run ends bitwise equal to an uninterrupted one. The data order of epoch ``e`` is a permutation
 seeded by ``(seed, e)``, and augmentation draws from torch's global RNG, whose state the
-checkpoint restores. SIGINT / SIGTERM stop at the next step boundary with a checkpoint; a
-non-finite loss or gradient stops before the update, naming the last good checkpoint.
+checkpoint restores. A step makes no host sync (:class:`~hcl_cli.modality.StepResult`): the loop
+reads the steps' results every :func:`read_interval` steps, at a checkpoint and at the end of the
+epoch, all at once (:func:`read_results`), and adds them to the epoch's totals, the progress bar
+and the time estimate there. SIGINT / SIGTERM stop at the next read with a checkpoint. A step
+whose loss or gradient is not finite skips its update on the device; the next read stops the run,
+naming that step and the last good checkpoint (every checkpoint is saved after a read).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -27,18 +33,35 @@ from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, 
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, derived_seed
 from hcl_cli.errors import HclError
+from hcl_cli.history import History
 from hcl_cli.interrupts import uninterrupted
-from hcl_cli.modality import Samples, Step, StepResult
-from hcl_cli.training.log import History
+from hcl_cli.modality import Samples, Step, StepResult, StepValues
+from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.progress import format_duration
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
 
-WARMUP_STEPS = 3
-"""Steps of a process left out of its time estimate: the first ones allocate memory, pick kernels and fill caches."""
-ETA_STEPS = 5
-"""Steady-state steps (after the warm-up) timed before the whole run's ETA is first printed."""
+RECENT_STEPS = 20
+"""Steps whose median time per step is the run's rate: enough to outvote a slow one (the first, a checkpoint, a probe)."""
+CORRECTION_STEPS = 10
+"""Steps timed before the estimate from the first step is corrected from the median rate and printed again."""
 PROGRESS_SECONDS = 30.0
 """Seconds between the plain progress lines printed when stderr is not a terminal (``dvc repro``, a log file)."""
-CPU_HOUR_HINT = 3600.0
+CPU_HINTS = ((86400.0, "over a day"), (3600.0, "over an hour"))
+"""The durations of a CPU run that get a hint toward a quicker run, longest first."""
+READ_EVERY = 20
+"""Steps between two reads of the steps' results on an accelerator. A read waits for the device to finish the steps
+before it, and the device then idles while the host launches the next step; on a CPU, where every op has finished
+when it returns, the loop reads after every step."""
+
+
+def read_interval(device: torch.device) -> int:
+    """How many steps the loop runs between two reads of their results on ``device`` (:data:`READ_EVERY`; 1 on a CPU)."""
+    return 1 if device.type == "cpu" else READ_EVERY
+
+
+def read_results(results: Sequence[StepResult]) -> list[StepValues]:
+    """The values of steps' results on the host, read at once (one host sync for all of them)."""
+    return [StepValues(*row) for row in torch.stack([result.values for result in results]).tolist()]
 
 
 @dataclass
@@ -50,7 +73,7 @@ class EpochTotals:
     same_label_pairs: float = 0.0
     anchors_left_out: float = 0.0
 
-    def add(self, result: StepResult) -> None:
+    def add(self, result: StepValues) -> None:
         self.steps += 1
         self.loss += result.loss
         self.same_label_pairs += result.same_label_pairs
@@ -66,13 +89,17 @@ class EpochTotals:
 
 @dataclass
 class RunClock:
-    """The whole run's time estimate, from steady-state steps only, and the progress shown while it runs.
+    """The whole run's time estimate, from its first step on, and the progress shown while it runs.
 
-    The rate is the wall time per step since the end of the warm-up (:data:`WARMUP_STEPS`), so
-    it includes what happens between steps (checkpoints, probes) once it has happened, and it is
-    updated at every step. The ETA is printed once :data:`ETA_STEPS` steady steps are timed, and
-    shown in the progress bar; when stderr is not a terminal (no bar), a plain line every
-    :data:`PROGRESS_SECONDS` says where the run is and how long it has to go.
+    The first estimate comes after the process's first step: that step's time times the steps left,
+    printed on stdout (as the start-up line; stderr keeps warnings and the one-line error) with a note that it is refined (a first step also allocates memory and picks kernels, so
+    it overestimates). From then on the rate is the median time per step over the last
+    :data:`RECENT_STEPS` steps, which the warm-up and an occasional slow step (a checkpoint, a
+    probe) do not move; after :data:`CORRECTION_STEPS` steps that estimate is printed once. The loop
+    reads its steps' results in groups (every step on a CPU; :func:`read_interval`): each step of a
+    group counts the group's mean time. The estimate is shown in the progress bar; when stderr is
+    not a terminal (no bar), a plain line every :data:`PROGRESS_SECONDS` says where the run is and
+    how long it has to go.
     """
 
     total_steps: int
@@ -82,58 +109,57 @@ class RunClock:
     plain: bool
     """Print plain progress lines (stderr is not a terminal, so there is no progress bar)."""
     timer: Callable[[], float] = time.perf_counter
-    steps_seen: int = 0
-    warm: tuple[int, float] | None = None
-    """(steps done, time) at the end of the warm-up."""
     reported: bool = False
-    last_line: float | None = None
+    """No more estimate lines to print: the corrected one was printed, or none is wanted (a benchmark's loop)."""
+    hinted: bool = False
+    timed: int = 0
+    """Steps this process has timed."""
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    """Seconds of each of the last steps."""
+    last: float = field(init=False)
+    """When the last timed steps ended (at first: when the clock was made, before the first step)."""
+    last_line: float = field(init=False)
 
-    def seconds_per_step(self, steps_done: int, now: float) -> float | None:
-        """The steady-state wall time per step; None until :data:`ETA_STEPS` steps after the warm-up."""
-        if self.warm is None or steps_done - self.warm[0] < ETA_STEPS:
-            return None
-        return (now - self.warm[1]) / (steps_done - self.warm[0])
+    def __post_init__(self) -> None:
+        self.last = self.last_line = self.timer()
 
-    def step_done(self, steps_done: int, loss: float) -> str | None:
-        """Call after every step with the run's steps done (resumed ones included) and its loss; returns the ETA text, if known."""
+    def step_done(self, steps_done: int, loss: float, steps: int = 1) -> str:
+        """Call when the results of ``steps`` more steps are read, with the run's steps done (resumed ones included) and
+        the last one's loss; returns the estimate of the time left."""
         now = self.timer()
-        if self.last_line is None:
-            self.last_line = now
-        self.steps_seen += 1
-        if self.steps_seen == WARMUP_STEPS:
-            self.warm = (steps_done, now)
-        per_step = self.seconds_per_step(steps_done, now)
-        remaining = None if per_step is None else per_step * (self.total_steps - steps_done)
-        if remaining is not None and not self.reported:
-            self.reported = True
-            print(f"hcl pretrain: {per_step:.3g} s per step: about {format_duration(remaining)} to go", file=sys.stderr)
-            if self.device.type == "cpu" and remaining > CPU_HOUR_HINT:
-                print(
-                    "hcl pretrain: hint: over an hour on a CPU; for a quick run try --arch small_cnn, fewer --epochs or --max-steps, or run on a GPU",
-                    file=sys.stderr,
-                )
+        self.recent.extend([(now - self.last) / steps] * min(steps, RECENT_STEPS))
+        self.last, first = now, self.timed == 0
+        self.timed += steps
+        per_step = statistics.median(self.recent)
+        remaining = per_step * (self.total_steps - steps_done)
+        if not self.reported and (first or self.timed >= CORRECTION_STEPS):
+            if self.timed >= CORRECTION_STEPS:
+                self.reported = True
+                basis = f"(the median of the last {len(self.recent)} steps)"
+            else:
+                basis = f"at the first step's pace (a first step is slower: refined after {CORRECTION_STEPS} steps)"
+            print(f"hcl pretrain: {per_step:.3g} s per step: about {format_duration(remaining)} to go {basis}", flush=True)
+            self.hint(remaining)
         if self.plain and now - self.last_line >= PROGRESS_SECONDS:
             self.last_line = now
             epoch = (steps_done - 1) // self.steps_per_epoch + 1
-            eta = (
-                f", {per_step:.3g} s per step, about {format_duration(remaining)} to go" if remaining is not None else ", timing the steps"
-            )
             print(
                 f"hcl pretrain: step {steps_done} of {self.total_steps} ({100 * steps_done / self.total_steps:.0f}%), "
-                f"epoch {epoch} of {self.epochs}, loss {loss:.4f}{eta}",
+                f"epoch {epoch} of {self.epochs}, loss {loss:.4f}, {per_step:.3g} s per step, about {format_duration(remaining)} to go",
                 file=sys.stderr,
                 flush=True,
             )
-        return None if remaining is None else format_duration(remaining)
+        return format_duration(remaining)
 
-
-def format_duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    def hint(self, remaining: float) -> None:
+        """Once, when a CPU run would take over an hour (or a day): what makes a quicker run."""
+        over = next((text for seconds, text in CPU_HINTS if remaining > seconds), None)
+        if self.device.type == "cpu" and over is not None and not self.hinted:
+            self.hinted = True
+            print(
+                f"hcl pretrain: hint: {over} on a CPU; for a quick run try --arch small_cnn, fewer --epochs or --max-steps, or run on a GPU",
+                flush=True,
+            )
 
 
 @dataclass
@@ -154,6 +180,8 @@ class TrainingRun:
     """The log's rows of the epochs done (the last one partial when ``max_steps`` ended it)."""
     keep_last_batch: bool = False
     """Keep each epoch's last partial batch (the modality's :attr:`~hcl_cli.modality.Modality.keep_last_batch`)."""
+    read_every: int | None = None
+    """Steps between two reads of the steps' results; None: :func:`read_interval` of the training device."""
 
     def save(self, position: TrainingPosition, totals: EpochTotals) -> Path:
         """A checkpoint at ``position``, with the epoch's running sums and the log's history.
@@ -172,17 +200,19 @@ def train_one_epoch(
     training: TrainingRun,
     epoch: int,
     first_step: int,
-    loss_options: dict[str, Any],
+    loss_options: SamplerOptions,
     totals: EpochTotals,
     stop: StopRequest,
     clock: RunClock,
 ) -> int:
     """Steps ``first_step..`` of ``epoch``, adding to ``totals``; returns the steps of the epoch done.
 
-    Stops early, after the step that reaches ``max_steps`` in total. Saves a checkpoint every
-    ``checkpoint_every`` steps. Raises a one-line HclError on a non-finite loss or gradient
-    (before the update), and :class:`~hcl_cli.training.signals.TrainingInterrupted` after saving a
-    checkpoint when a signal came.
+    Stops early, after the step that reaches ``max_steps`` in total. Reads the steps' results
+    every ``read_every`` steps (the run's global step a multiple of it), before every checkpoint
+    and after the epoch's last step (:func:`add_results`). Saves a checkpoint every
+    ``checkpoint_every`` steps. Raises a one-line HclError at the read after a non-finite loss or
+    gradient (that step skipped its update), and :class:`~hcl_cli.training.signals.TrainingInterrupted`
+    after saving a checkpoint when a signal came.
     """
     config, context = training.config, training.context
     order = epoch_order(len(training.samples), config.seed, epoch).to(training.samples.device)
@@ -198,21 +228,20 @@ def train_one_epoch(
         disable=None if context.is_main else True,
         leave=False,
     )
+    read_every = training.read_every or read_interval(context.device)
+    pending: list[StepResult] = []
     for index in progress:
         batch = batches[index]
-        result = training.step(training.samples[batch], training.labels[batch], loss_options)
-        if not result.finite:
-            what = "loss" if not math.isfinite(result.loss) else "gradient"
-            raise HclError(
-                f"non-finite {what} at epoch {epoch + 1}, step {index + 1} (try a lower --lr or a higher --temperature); "
-                f"last good checkpoint: {training.store.latest() or 'none yet'}; no encoder was written"
-            )
-        totals.add(result)
-        stop.at_once = None
+        pending.append(training.step(training.samples[batch], training.labels[batch], loss_options))
         global_step = epoch * steps + index + 1
-        left = clock.step_done(global_step, result.loss)
-        progress.set_postfix({"loss": f"{result.loss:.4f}", **({"run left": left} if left else {})}, refresh=False)
         checkpoint_due = config.checkpoint_every > 0 and global_step % config.checkpoint_every == 0 and index + 1 < last
+        if not (checkpoint_due or global_step % read_every == 0 or index + 1 == last or clock.timed == 0):
+            continue  # the process's first step is read at once: the first estimate of the run's time comes from it
+        loss = add_results(training, pending, epoch, index + 1 - len(pending), totals)
+        stop.at_once = None  # the first step ends when its result is read (at once): a signal then waits for a checkpoint
+        left = clock.step_done(global_step, loss, len(pending))
+        pending.clear()
+        progress.set_postfix({"loss": f"{loss:.4f}", "run left": left}, refresh=False)
         stop_requested = context.any_rank(stop.requested)
         if checkpoint_due or stop_requested:
             position = TrainingPosition(epoch, index + 1)
@@ -220,6 +249,22 @@ def train_one_epoch(
             if stop_requested:
                 raise interrupted(stop, position, path, config.epochs, training.steps_per_epoch)
     return max(first_step, last)
+
+
+def add_results(training: TrainingRun, results: Sequence[StepResult], epoch: int, first: int, totals: EpochTotals) -> float:
+    """Read ``results``, those of steps ``first + 1 ..`` of ``epoch``, at once; add each to ``totals`` in order, or raise the
+    one-line HclError of the first non-finite one. Returns the last loss."""
+    loss = math.nan
+    for index, values in enumerate(read_results(results), start=first):
+        if not values.finite:
+            what = "loss" if not math.isfinite(values.loss) else "gradient"
+            raise HclError(
+                f"non-finite {what} at epoch {epoch + 1}, step {index + 1} (try a lower --lr or a higher --temperature); "
+                f"last good checkpoint: {training.store.latest() or 'none yet'}; no encoder was written"
+            )
+        totals.add(values)
+        loss = values.loss
+    return loss
 
 
 def epoch_order(size: int, seed: int, epoch: int) -> Tensor:

@@ -23,16 +23,18 @@ the check for a user who knows better (swap, a lazy allocator).
 from __future__ import annotations
 
 import copy
-import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from hcl_cli.errors import HclError
+from hcl_cli.modality import Samples, Step
+from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.runtime import GIB, SKIP_VARIABLE, available_bytes, memory_check_skipped
 
 PROBE_SIZES = (4, 8, 16)
 """Batch sizes of the three measuring steps (a line and a parabola through them are exact)."""
@@ -40,8 +42,6 @@ LINEAR_FACTOR = 1.3
 """A step's peak over the activations it saves for backward: their gradients and temporaries (CPU ResNet-18/50 steps: 1.0-1.26)."""
 QUADRATIC_FACTOR = 10.0
 """The loss's peak over the pairwise matrices it saves: temporaries of the 2B x 2B matrices (small CNN, B = 2048: hucl 4, ot 9, undimix 10)."""
-SKIP_VARIABLE = "HCL_SKIP_MEMORY_CHECK"
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,20 @@ def saved_bytes(run: Callable[[], Any]) -> int:
     return sum(storages.values())
 
 
-def estimate_step_memory(step: Any, samples: Any, labels: Tensor, loss_options: dict[str, Any], device: torch.device) -> MemoryEstimate:
+def estimate_step_memory(
+    step: Step,
+    samples: Samples,
+    labels: Tensor,
+    loss_options: SamplerOptions,
+    device: torch.device,
+    timings: list[tuple[int, float]] | None = None,
+) -> MemoryEstimate:
     """Measure ``step`` (a training step, called as ``step(batch, labels, loss_options)``) on a copy of itself.
 
     The copy's three small steps see the same kind of samples as training; the random state is
     forked, so the run's draws are unchanged, and the real model, optimizer and queue are not touched.
+    ``timings``, when given, receives each step's (batch size, wall seconds): ``hcl preset``'s time
+    estimate (:mod:`hcl_cli.presets.cost`) reads them instead of running more steps.
     """
     parameters = [parameter for group in step.optimizer.param_groups for parameter in group["params"] if parameter.requires_grad]
     optimizer = 3 * sum(parameter.numel() * parameter.element_size() for parameter in parameters)
@@ -101,7 +110,12 @@ def estimate_step_memory(step: Any, samples: Any, labels: Tensor, loss_options: 
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         for size in sizes:
             index = torch.linspace(0, len(samples) - 1, size).long().to(labels.device)
+            start = time.perf_counter()
             measured.append(saved_bytes(lambda index=index: probe(samples[index], labels[index], loss_options)))
+            if timings is not None:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                timings.append((size, time.perf_counter() - start))
     # The parabola a + b n + c n^2 through the three points; a (what does not grow with the batch) is already resident.
     (n1, n2, n3), (y1, y2, y3) = sizes, measured
     c = ((y3 - y1) / (n3 - n1) - (y2 - y1) / (n2 - n1)) / (n3 - n2)
@@ -109,30 +123,8 @@ def estimate_step_memory(step: Any, samples: Any, labels: Tensor, loss_options: 
     return MemoryEstimate(optimizer, LINEAR_FACTOR * max(b, 0.0), QUADRATIC_FACTOR * max(c, 0.0))
 
 
-def available_bytes(device: torch.device) -> int | None:
-    """Memory the device can still give: CUDA's free memory, or on a CPU the kernel's MemAvailable within the cgroup's limit."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    if device.type != "cpu":
-        return None
-    values = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                values.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        limit, used = (Path("/sys/fs/cgroup", name).read_text().strip() for name in ("memory.max", "memory.current"))
-        if limit != "max":
-            values.append(int(limit) - int(used))
-    except (OSError, ValueError):
-        pass
-    return min(values) if values else None
-
-
 def check_training_memory(
-    step: Any, samples: Any, labels: Tensor, loss_options: dict[str, Any], batch_size: int, device: torch.device
+    step: Step, samples: Samples, labels: Tensor, loss_options: SamplerOptions, batch_size: int, device: torch.device
 ) -> None:
     """Before the first step: a one-line :class:`HclError` when a step on ``batch_size`` samples will not fit on ``device``.
 
@@ -140,8 +132,8 @@ def check_training_memory(
     nor for a loss that takes gradients itself (``torch.func``, as UnDiMix's literal gradient does),
     where saved-tensor hooks cannot run.
     """
-    available = available_bytes(device)
-    if available is None or os.environ.get(SKIP_VARIABLE) == "1":
+    available = None if memory_check_skipped() else available_bytes(device)
+    if available is None:
         return
     try:
         estimate = estimate_step_memory(step, samples, labels, loss_options, device)

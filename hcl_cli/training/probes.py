@@ -9,16 +9,18 @@ import torch
 from torch import Tensor, nn
 
 from hcl_cli.diagnostics import hscl_diagnostics
+from hcl_cli.image.networks import ContrastiveModel
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import topk_accuracy
 from hcl_cli.modality import Modality, Samples
-from hcl_cli.models import ContrastiveModel
 
 KNN_PROBE_BANK = 10_000
 KNN_PROBE_QUERIES = 2_000
-KNN_PROBE_SETTINGS = {"k": 200, "temperature": 0.5, "chunk_size": 1024, "bank_chunk_size": 32768}
-"""``hcl knn-eval``'s defaults, held here so that pretraining does not import (and depend on) knn-eval's
-declarations; tests/test_config.py keeps them equal."""
+KNN_PROBE_SETTINGS = {
+    modality: {"k": k, "temperature": 0.5, "chunk_size": 1024, "bank_chunk_size": 32768} for modality, k in (("image", 200), ("graph", 20))
+}
+"""``hcl knn-eval``'s defaults on each modality's data, held here so that pretraining does not import (and depend on)
+knn-eval's declarations; tests/test_config.py keeps them equal."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,8 @@ class KnnProbe:
 
     The bank is a fixed random subset of at most 10,000 labelled train images, the queries one of
     at most 2,000 test images (never trained on); the weighted kNN of ``hcl knn-eval`` with its
-    default k (capped at the bank size) and temperature (:data:`KNN_PROBE_SETTINGS`). A monitor of training, not a model
+    default k on the modality's data (capped at the bank size) and temperature (:data:`KNN_PROBE_SETTINGS`): on graphs
+    k 20, since k 200 would reach every train graph of a small TU dataset and vote its majority class. A monitor of training, not a model
     selection: the final numbers come from ``embed`` + ``knn-eval`` on the full splits.
     """
 
@@ -52,12 +55,13 @@ class KnnProbe:
     def __call__(self, model: nn.Module) -> float:
         bank, _ = self.modality.embed(model, self.card, self.bank, self.batch_size, "kNN probe bank")
         queries, _ = self.modality.embed(model, self.card, self.queries, self.batch_size, "kNN probe queries")
+        settings = KNN_PROBE_SETTINGS[self.modality.name]
         scores = knn_predict(
             bank,
             self.bank_labels,
             queries.to(next(model.parameters()).device),
             num_classes=self.card.num_classes,
-            **(KNN_PROBE_SETTINGS | {"k": min(KNN_PROBE_SETTINGS["k"], len(bank))}),
+            **(settings | {"k": min(settings["k"], len(bank))}),
         )
         return topk_accuracy(scores, self.query_labels, ks=(1,))[1]
 

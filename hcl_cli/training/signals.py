@@ -1,12 +1,15 @@
-"""A clean stop on SIGINT / SIGTERM: training finishes its step, saves a checkpoint and exits 128 + the signal.
+"""A clean stop on a stop signal (SIGINT, SIGTERM, SIGHUP: :data:`~hcl_cli.interrupts.STOP_SIGNALS`), alike in every stage.
 
-Every way a command can end under Ctrl-C prints exactly one ``error:`` line and exits 130 (or the
-code of the error line already written), with no traceback: the first Ctrl-C outside training
-raises :class:`Interrupted`; a second one, or one after the command is over, ends the process at
-once. Every handler here waits for the end of a file being written
-(:func:`~hcl_cli.interrupts.uninterrupted`), so no signal leaves half a file, or half of a set
-of files, behind; and :func:`exit_with` writes the last line with signals held, after which a
-signal exits silently with that line's code.
+Every way a command can end under a stop signal prints exactly one ``error:`` line and exits
+128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP; or the code of the
+error line already written), with no traceback: the first signal outside training raises
+:class:`Interrupted`, whose way up runs every clean-up (temporary files, staging folders, locks);
+a second one, or one after the command is over, ends the process at once. Training finishes its
+step, saves a checkpoint and exits the same way (:func:`stop_on_signals`). Every handler here
+waits for the end of a file being written (:func:`~hcl_cli.interrupts.uninterrupted`), so no
+signal leaves half a file, or half of a set of files, behind; and :func:`exit_with` writes the
+last line with signals held, after which a signal exits silently with that line's code. A SIGHUP
+that the process was started ignoring (``nohup``) stays ignored.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from types import FrameType
 from typing import NoReturn
 
 from hcl_cli.errors import HclError
-from hcl_cli.interrupts import deferrable, uninterrupted
+from hcl_cli.interrupts import STOP_SIGNALS, deferrable, uninterrupted
 
 
 class TrainingInterrupted(HclError):
-    """SIGINT or SIGTERM stopped training after a checkpoint was saved; exit code 128 + the signal number."""
+    """A stop signal stopped training after a checkpoint was saved; exit code 128 + the signal number."""
 
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
@@ -34,7 +37,7 @@ class TrainingInterrupted(HclError):
 
 
 class StopRequest:
-    """Set by SIGINT / SIGTERM while :func:`stop_on_signals` is active; training polls it at step boundaries."""
+    """Set by a stop signal while :func:`stop_on_signals` is active; training polls it at step boundaries."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -53,17 +56,18 @@ class StopRequest:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[StopRequest]:
-    """Turn SIGINT and SIGTERM into a :class:`StopRequest` for the duration of the block.
+    """Turn the stop signals into a :class:`StopRequest` for the duration of the block.
 
     The first signal only records itself (training stops at the next step boundary and saves a
-    checkpoint), unless :attr:`StopRequest.at_once` says to stop at once; the handlers are then put back, so a second Ctrl-C or SIGTERM acts at once.
-    Outside the main thread, where Python cannot install handlers, signals keep their defaults.
+    checkpoint), unless :attr:`StopRequest.at_once` says to stop at once; the handlers are then put
+    back, so a second stop signal acts at once. Outside the main thread, where Python cannot install
+    handlers, signals keep their defaults.
     """
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request
         return
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = handled_signals()
     previous = {signum: signal.getsignal(signum) for signum in signals}
 
     @deferrable
@@ -85,13 +89,33 @@ def stop_on_signals() -> Iterator[StopRequest]:
                 signal.signal(signum, handler)  # a handler installed since (exit at once) must stay
 
 
-INTERRUPTED_EXIT = 130
-"""The exit code of a process stopped by Ctrl-C (128 + SIGINT), as a shell reports it."""
+_ignored_at_start: frozenset[int] | None = None
+"""The stop signals this process was started ignoring, noted before hcl installs its first handler."""
+
+
+def handled_signals() -> tuple[int, ...]:
+    """The stop signals hcl handles: all of :data:`~hcl_cli.interrupts.STOP_SIGNALS`, but a SIGHUP that the process was
+    started ignoring (``nohup``) stays ignored."""
+    global _ignored_at_start
+    if _ignored_at_start is None:
+        _ignored_at_start = frozenset({signal.SIGHUP} if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else ())
+    return tuple(signum for signum in STOP_SIGNALS if signum not in _ignored_at_start)
+
+
+def interrupted_message(signum: int) -> str:
+    """How a command stopped by ``signum`` outside training ends its line: ``interrupted`` for a Ctrl-C, else which signal."""
+    return "interrupted" if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}"
 
 
 class Interrupted(BaseException):
-    """Ctrl-C outside training. Not a KeyboardInterrupt, which click would turn into an Abort after printing a blank line;
-    a BaseException, so that no ``except Exception`` swallows it and every ``finally`` still runs."""
+    """A stop signal outside training; exit code 128 + its number. Not a KeyboardInterrupt, which click would turn into an
+    Abort after printing a blank line; a BaseException, so that no ``except Exception`` swallows it and every ``finally``
+    still runs."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(interrupted_message(signum))
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 def _write_stderr(text: str) -> None:
@@ -119,26 +143,26 @@ def _main_thread() -> bool:
 
 
 def exit_at_once(prog: str) -> None:
-    """From now on SIGINT ends the process at once: one line on stderr, exit 130, no traceback.
+    """From now on a stop signal ends the process at once: one line on stderr, exit 128 + the signal, no traceback.
 
     For when nothing is left to clean up (a second Ctrl-C; the command over, the process reporting
     how it ended and exiting, whose exit handlers would otherwise print a KeyboardInterrupt traceback).
     """
-    line = f"{prog}: error: interrupted\n"
 
     @deferrable
     def handler(signum: int, frame: FrameType | None) -> None:
-        _write_stderr(line)
-        _exit_now(INTERRUPTED_EXIT)
+        _write_stderr(f"{prog}: error: {interrupted_message(signum)}\n")
+        _exit_now(128 + signum)
 
     if _main_thread():
-        signal.signal(signal.SIGINT, handler)
+        for signum in handled_signals():
+            signal.signal(signum, handler)
 
 
 def exit_with(prog: str, message: str, code: int) -> NoReturn:
     """Write the command's one error line (``PROG: error: MESSAGE``) and exit with ``code``.
 
-    Signals wait while the line is written; from then on SIGINT or SIGTERM ends the process at
+    Signals wait while the line is written; from then on a stop signal ends the process at
     once, silently, with the same code: the line has said how the command ended (a second Ctrl-C
     while a run stopped by the first one exits prints nothing more).
     """
@@ -154,31 +178,44 @@ def exit_with(prog: str, message: str, code: int) -> NoReturn:
             def silent(signum: int, frame: FrameType | None) -> None:
                 _exit_now(code)
 
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in handled_signals():
                 signal.signal(signum, silent)
     sys.exit(code)
 
 
 def _ignore_signals_at_shutdown() -> None:
     """The last exit handler: the interpreter is about to put the default signal actions back and tear its modules
-    down, where a Ctrl-C would kill the process by the signal itself (no line, status -2); it exits with its code instead."""
+    down, where a stop signal would kill the process by the signal itself (no line, status -N); it exits with its code instead."""
     if _main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in handled_signals():
             signal.signal(signum, signal.SIG_IGN)
 
 
 _shutdown_guarded = False
 
 
+def _interruption(error: BaseException) -> Interrupted | None:
+    """The :class:`Interrupted` that ``error`` was raised while handling, if any (its chain of causes and contexts)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Interrupted):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 @contextlib.contextmanager
 def interrupt_policy(prog: str) -> Iterator[None]:
-    """Ctrl-C during the block raises :class:`Interrupted` once (clean-ups run, the caller prints one line and exits 130);
-    a second Ctrl-C, and any Ctrl-C after the block (the caller reports how the command ended and the process exits),
-    exit at once with one line. The caller writes its last line with :func:`exit_with`. After the exit handlers that
-    ran before it (registered after this block began: torch's, multiprocessing's), SIGINT and SIGTERM are ignored, so
-    the interpreter's last teardown cannot turn the exit code into death by signal.
+    """A stop signal during the block raises :class:`Interrupted` once (clean-ups run, the caller prints one line and
+    exits 128 + the signal); a second one, and any after the block (the caller reports how the command ended and the
+    process exits), exit at once with one line. The caller writes its last line with :func:`exit_with`. After the exit
+    handlers that ran before it (registered after this block began: torch's, multiprocessing's), the stop signals are
+    ignored, so the interpreter's last teardown cannot turn the exit code into death by signal. An error that a clean-up
+    raised on the way up from a stop signal is the stop, not an internal error.
 
-    Training's :func:`stop_on_signals` takes SIGINT over while it runs and puts this policy back.
+    Training's :func:`stop_on_signals` takes the stop signals over while it runs and puts this policy back.
     Outside the main thread signals keep their handlers.
     """
     if not _main_thread():
@@ -192,10 +229,16 @@ def interrupt_policy(prog: str) -> Iterator[None]:
     @deferrable
     def first(signum: int, frame: FrameType | None) -> None:
         exit_at_once(prog)
-        raise Interrupted
+        raise Interrupted(signum)
 
-    signal.signal(signal.SIGINT, first)
+    for signum in handled_signals():
+        signal.signal(signum, first)
     try:
         yield
+    except Exception as error:
+        stop = _interruption(error)
+        if stop is not None:  # e.g. a half-imported module that a clean-up then used: the signal ended the run
+            raise stop from error
+        raise
     finally:
         exit_at_once(prog)  # the command is over, however it ended: what is left is reporting it and exiting

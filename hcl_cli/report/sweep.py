@@ -1,0 +1,167 @@
+"""The comparison table of a sweep (``hcl compare``): one row per experiment, its accuracies with their spread, the clear
+winners, as Markdown and CSV.
+
+A row (:class:`ExperimentRow`) holds what one finished experiment ran (its dataset, linear protocol and pretrain
+parameters) and measured (:class:`Accuracy`: kNN and linear top-1 with the 95% Wilson interval of a test split, or the
+SVM protocol's mean over its cross-validation folds +- their standard deviation). :func:`markdown_table` shows the
+parameters that vary between the rows, only where the row's sampler reads them, and bolds a value only when it beats
+every other row beyond those intervals (:func:`winners`); :func:`csv_table` has every parameter at full precision.
+Reading the experiments from DVC is :mod:`hcl_cli.stages.compare`'s.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hcl_cli.objectives.registry import users_of
+from hcl_cli.stats import wilson_interval
+
+EVALUATIONS = ("knn", "linear")
+"""The accuracies of every row: kNN and the linear readout."""
+WORKSPACE = "workspace"
+TITLE = "# Sweep comparison"
+"""The first line of ``OUT.md``: how hcl knows the file is its own to replace (the CSV: its header)."""
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """A top-1 accuracy and its spread: the 95% Wilson interval of a test split of ``test_size`` samples, or, for a
+    cross-validated accuracy (``folds`` > 0: the SVM protocol), the mean over the folds +- their standard deviation ``std``."""
+
+    top1: float
+    test_size: int | None = None
+    std: float = 0.0
+    folds: int = 0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        if self.folds:
+            return self.top1 - self.std, self.top1 + self.std
+        return wilson_interval(self.top1, self.test_size) if self.test_size else (self.top1, self.top1)
+
+    @property
+    def spread(self) -> str:
+        """The spread as a table cell shows it: ``(0.921-0.964)``, ``± 0.051 (10 folds)``, or nothing."""
+        if self.folds:
+            return f"± {self.std:.3f} ({self.folds} folds)"
+        low, high = self.interval
+        return f"({low:.3f}-{high:.3f})" if self.test_size else ""
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    """One finished experiment: its pretrain parameters and its two accuracies."""
+
+    name: str
+    rev: str
+    baseline: str
+    pretrain: dict[str, Any]
+    accuracy: dict[str, Accuracy] = field(default_factory=dict)
+    dataset: str = "-"
+    """The prepared dataset (``prepare.name`` for a TU dataset, else ``prepare.dataset``)."""
+    protocol: str = "-"
+    """The linear readout's protocol as its metrics record it (``fixed``, ``paper``, ``svm``)."""
+    steps: tuple[int, int] | None = None
+    """The optimisation steps pretraining took and planned (from its training log), when it records them."""
+
+    @property
+    def extent(self) -> str:
+        """``stopped at step 120 of 300`` for a run --max-steps ended early, else ``complete``."""
+        if self.steps is not None and self.steps[0] < self.steps[1]:
+            return f"stopped at step {self.steps[0]} of {self.steps[1]}"
+        return "complete"
+
+    @property
+    def sampler(self) -> str:
+        return str(self.pretrain.get("sampler", ""))
+
+    def shows(self, parameter: str) -> bool:
+        """Whether ``parameter`` matters for this row: a training parameter, or an option its sampler reads."""
+        readers = users_of(parameter)
+        return not readers or self.sampler in readers
+
+
+def varying_parameters(rows: list[ExperimentRow]) -> list[str]:
+    """The pretrain parameters (other than the sampler) whose values differ between the rows that read them."""
+    names = dict.fromkeys(name for row in rows for name in row.pretrain if name != "sampler")
+    return [name for name in names if len({json.dumps(row.pretrain.get(name)) for row in rows if row.shows(name)}) > 1]
+
+
+def winners(rows: list[ExperimentRow], key: str) -> set[int]:
+    """The index of the row whose ``key`` accuracy beats every other row beyond the 95% intervals (none when it ties)."""
+    if len(rows) < 2:
+        return set()
+    best = max(range(len(rows)), key=lambda index: rows[index].accuracy[key].top1)
+    low = rows[best].accuracy[key].interval[0]
+    others = (row.accuracy[key] for index, row in enumerate(rows) if index != best)
+    return {best} if all(other.interval[1] < low and other.test_size for other in others) and rows[best].accuracy[key].test_size else set()
+
+
+def cell(accuracy: Accuracy, bold: bool) -> str:
+    """``0.9467 (0.921-0.964)`` or ``0.8723 ± 0.051 (10 folds)``, in bold when it is a clear winner."""
+    text = " ".join(filter(None, [f"{accuracy.top1:.4f}", accuracy.spread]))
+    return f"**{text}**" if bold else text
+
+
+def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
+    """A Markdown table, one row per experiment; only the parameters that vary, only where the sampler reads them."""
+    columns = varying_parameters(rows)
+    best = {key: winners(rows, key) for key in EVALUATIONS}
+    baselines = sorted({row.baseline for row in rows} - {WORKSPACE})
+    stopped = any(row.extent != "complete" for row in rows)
+    extent_column = ["Pretraining"] if stopped else []
+    lines = [
+        TITLE,
+        "",
+        f"The workspace and the experiments of {', '.join(f'`{name}`' for name in baselines) or 'no commit'} from `dvc exp show`, "
+        f"on one dataset ({rows[0].dataset}); the workspace as its `dvc.lock` records its last run. Top-1 accuracy with its "
+        "spread: kNN, and a linear readout of protocol fixed or paper, on the test split with the 95% Wilson interval; the "
+        "SVM protocol (svm) cross-validates over every sample: the mean over its folds ± their standard deviation. Only the "
+        "pretrain parameters that vary are shown, and `-` where the row's sampler does not read them. A value is **bold** "
+        "only when it beats every other row beyond those intervals.",
+        "",
+        "| " + " | ".join(["Experiment", "Dataset", "Protocol", "Sampler", *extent_column, *columns, "kNN top-1", "Linear top-1"]) + " |",
+        "|" + "|".join([":--"] * 4 + [":--"] * len(extent_column) + ["--:"] * len(columns) + ["--:", "--:"]) + "|",
+    ]
+    for index, row in enumerate(rows):
+        values = [format_value(row.pretrain.get(name)) if row.shows(name) else "-" for name in columns]
+        accuracies = [cell(row.accuracy[key], index in best[key]) for key in EVALUATIONS]
+        extent = [row.extent] if stopped else []
+        lines.append("| " + " | ".join([row.name, row.dataset, row.protocol, row.sampler, *extent, *values, *accuracies]) + " |")
+    if not any(best.values()) and len(rows) > 1:
+        lines += ["", "No row beats all others beyond the intervals: the differences are within the noise of the evaluation."]
+    if skipped:
+        lines += ["", "Not tabulated: " + "; ".join(skipped) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def format_value(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def csv_table(rows: list[ExperimentRow]) -> str:
+    """Every row with every pretrain parameter (empty where its sampler does not read it), accuracies at full precision."""
+    parameters = list(dict.fromkeys(name for row in rows for name in row.pretrain))
+    best = {key: winners(rows, key) for key in EVALUATIONS}
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    accuracy_columns = [f"{key}_{part}" for key in EVALUATIONS for part in ("top1", "low", "high", "folds", "best")]
+    writer.writerow(["experiment", "rev", "baseline", "dataset", "protocol", "steps", "planned_steps", *parameters, *accuracy_columns])
+    for index, row in enumerate(rows):
+        values = [row.pretrain.get(name, "") if row.shows(name) else "" for name in parameters]
+        accuracies = []
+        for key in EVALUATIONS:
+            accuracy = row.accuracy[key]
+            accuracies += [
+                repr(accuracy.top1),
+                *(repr(bound) for bound in accuracy.interval),
+                accuracy.folds or "",
+                int(index in best[key]),
+            ]
+        steps = list(row.steps) if row.steps is not None else ["", ""]
+        writer.writerow([row.name, row.rev, row.baseline, row.dataset, row.protocol, *steps, *values, *accuracies])
+    return buffer.getvalue()

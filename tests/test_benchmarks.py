@@ -1,0 +1,172 @@
+"""Every benchmark imports, parses its arguments and runs its smallest mode, and the GPU check runs whole on a CPU (issue 28).
+
+The benchmarks run in this process (``main()`` with their argv) on data the tests make, writing into a temporary results
+folder, never into benchmarks/results/. ``benchmarks/device_check.sh --smoke`` runs every part of the GPU check on a CPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from test_graph_step import write_toy_tu
+
+from benchmarks import common
+from benchmarks.bench_pretrain import write_synthetic_image_folder
+from benchmarks.check_cifar10_prepare import CIFAR10_CLASSES
+from benchmarks.device_check import ACCURACY_SETS, SMOKE_ROWS, THROUGHPUT
+
+ROOT = Path(__file__).resolve().parents[1]
+CIFAR_TRAIN, CIFAR_TEST = 3, 1
+"""Images per class of the small archive in CIFAR-10's JPEG layout."""
+
+SMALLEST: dict[str, list[str] | None] = {
+    "bench_cpu_precision": ["--repeats", "1", "--resnet-repeats", "1", "--warmup", "0", "--batch-size", "16", "--resnet-batch-size", "2"]
+    + ["--skip-accuracy"],
+    "bench_gin": ["--archive", "{tu}", "--datasets", "TOY", "--repeats", "1"],
+    "bench_help": ["--repeats", "1"],
+    "bench_knn_memory": ["--device", "cpu", "--bank", "5000", "--queries", "100"],
+    "bench_linear": ["--train", "500", "--test", "100"],
+    "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
+    "bench_option_resolution": ["--repeats", "2", "--warmup", "1"],
+    "bench_ot_subnormals": ["--size", "8", "--elements", "1024", "--repeats", "1"],
+    "bench_peer": ["--device", "cpu", "--batch-size", "8", "--limit", "20", "--steps", "1", "--warmup", "0", "--rounds", "1"]
+    + ["--workers", "0", "--archive", "{cifar}", "--work", "{work}"],
+    "bench_pretrain": ["--synthetic", "64", "--arch", "small_cnn", "--batch-size", "32", "--epochs", "1"]
+    + ["--device", "cpu", "--threads", "1"],
+    "bench_queue": ["--queue-sizes", "64", "--batch-size", "16", "--repeats", "1", "--warmup", "0", "--threads", "1"],
+    "bench_samplers": ["--batch-size", "16", "--repeats", "1", "--runs", "1", "--warmup", "0", "--threads", "1"],
+    "check_cifar10_prepare": ["--archive", "{cifar}", "--sample", "2", "--expected-counts", str(10 * CIFAR_TRAIN), str(10 * CIFAR_TEST)],
+    "reproduce": ["--name", "smoke", "--work", "{work}", "--device", "cpu", "--prepare", "dataset=digits,test_fraction=0.5"]
+    + ["--set", "ucl:sampler=ucl", "--all", "arch=small_cnn,batch_size=64,max_steps=2,linear.epochs=5"],
+    # Import and argument parsing only: minutes of work, or what they need is not here.
+    "bench_augment": None,  # engineer A's (issue 28): tests/test_augment.py
+    "bench_dvc_repro": None,  # dvc repro of two commits, minutes
+    "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers
+    "bench_imports": None,  # a baseline checkout, and about a hundred interpreters
+    "bench_install": None,  # fresh environments from a package index
+    "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu
+    "official_hcl_image": None,  # the official code's harness: the same test, on a stand-in of the code
+    "readme_sequences": None,  # a fresh clone through dvc repro and a sweep, minutes
+    "reproduce_graphs": None,  # the graph engineer's: tests/test_reproduce_graphs.py
+    "step_counts": None,  # engineer B's (issue 28): tests/test_step_counts.py
+}
+"""Each benchmark module's smallest mode (``{cifar}``, ``{tu}``, ``{work}``: data made here), or None where a run is not a test."""
+SLOW = {"bench_cpu_precision", "bench_gin", "bench_help", "bench_knn_memory"}
+"""Smallest modes of several seconds: interpreters started for their start-up time or memory, a ResNet-18 step."""
+NEEDS = {"bench_peer": "lightly"}
+"""A benchmark's peer library that only the ``bench`` extra installs (pyproject.toml): without it the benchmark is skipped."""
+NOT_BENCHMARKS = {"__init__", "common"}
+"""Modules of benchmarks/ that are no script to run: the package and the shared helpers."""
+
+
+def benchmark_modules() -> list[str]:
+    return sorted(path.stem for path in (ROOT / "benchmarks").glob("*.py") if path.stem not in NOT_BENCHMARKS)
+
+
+@pytest.fixture
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The results folder of this test's runs (in this process and in the subprocesses they start), which run on one thread
+    (tiny runs on a CPU shared with other jobs stall on more); torch's threads restored."""
+    folder = tmp_path / "results"
+    monkeypatch.setattr(common, "RESULTS", folder)
+    monkeypatch.setenv("HCL_BENCHMARK_RESULTS", str(folder))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield folder
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def cifar_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small archive in CIFAR-10's JPEG layout: ``train/`` and ``test/`` folders of its ten classes."""
+    root = tmp_path_factory.mktemp("cifar")
+    write_synthetic_image_folder(root / "images", 10 * CIFAR_TRAIN)
+    archive = root / "cifar10-small.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for split, per_class in (("train", CIFAR_TRAIN), ("test", CIFAR_TEST)):
+            for label, name in enumerate(CIFAR10_CLASSES):
+                for index, image in enumerate(sorted((root / "images" / split / f"class{label}").iterdir())[:per_class]):
+                    tar.add(image, arcname=f"{split}/{name}/{index}.png")
+    return archive
+
+
+def run_main(module_name: str, argv: list[str]) -> None:
+    """``python -m benchmarks.MODULE ARGV`` in this process."""
+    if module_name in NEEDS:
+        pytest.importorskip(NEEDS[module_name])
+    module = importlib.import_module(f"benchmarks.{module_name}")
+    saved = sys.argv
+    sys.argv = [f"benchmarks/{module_name}.py", *argv]
+    try:
+        module.main()
+    finally:
+        sys.argv = saved
+
+
+def test_every_benchmark_has_a_smallest_mode_or_a_reason() -> None:
+    assert benchmark_modules() == sorted(SMALLEST), "a benchmark without a row, or a row without its benchmark"
+
+
+@pytest.mark.parametrize("module_name", benchmark_modules())
+def test_every_benchmark_imports_and_parses_its_arguments(module_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run_main(module_name, ["--help"])
+    assert exited.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else []) for name, argv in SMALLEST.items() if argv is not None],
+)
+def test_every_benchmark_runs_its_smallest_mode(module_name: str, results: Path, cifar_archive: Path, tmp_path: Path) -> None:
+    places = {"cifar": str(cifar_archive), "tu": str(write_toy_tu(tmp_path / "tu")), "work": str(tmp_path / "work")}
+    argv = [argument.format(**places) for argument in SMALLEST[module_name] or []]
+    try:
+        run_main(module_name, argv)
+    except SystemExit as exited:
+        assert exited.code in (0, None), f"{module_name} exited with {exited.code}"
+    written = list(results.glob("*.json"))
+    assert written, f"{module_name} wrote no results file"
+    for path in written:
+        record = json.loads(path.read_text())
+        assert {"date", "machine", "command", "torch", "device", "device_name"} <= record.keys()
+
+
+STANDIN = ROOT / "tests" / "official_image_standin"
+"""The interface of HCL's official image code (main.py, model.py, utils.py), ours, for the official part's harness."""
+SMOKE_FILES = ("tests", "throughput", "official_hcl_image", "profile", "concurrency", "reproduce_four_samplers")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_device_check_runs_whole_on_a_cpu(tmp_path: Path) -> None:
+    """``device_check.sh --smoke``: every part ends well and writes its results file as on the GPU. Its budget is widened
+    (the default, 170 s, holds it on a CPU that other jobs leave free), so that a machine they load cuts no part."""
+    results = tmp_path / "results"
+    environment = {**os.environ, "OFFICIAL_HCL_IMAGE": str(STANDIN), "CUDA_VISIBLE_DEVICES": ""}
+    command = ["bash", "benchmarks/device_check.sh", "--smoke", "--budget", "600", "--work", str(tmp_path / "work")]
+    command += ["--results", str(results)]
+    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=700)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    records = {name: json.loads((results / f"{name}_cpu.json").read_text()) for name in SMOKE_FILES}
+    for record in records.values():
+        assert record["device"] == "cpu" and {"device_name", "torch", "date", "command"} <= record.keys()
+    assert records["tests"]["failed"] == 0 and records["tests"]["passed"] > 0
+    throughput = records["throughput"]
+    assert throughput["complete"] and [row["name"] for row in throughput["rows"]] == [name for name, _ in THROUGHPUT[:SMOKE_ROWS]]
+    assert set(records["official_hcl_image"]["hcl_over_official"]) == {"r50-hucl-b256-bf16", "r50-hucl-b256-fp32"}
+    assert records["profile"]["aten_ops_per_step"] > 0 and records["profile"]["gpu_busy_fraction"] is None
+    assert [row["processes"] for row in records["concurrency"]["rows"]] == [1, 2]
+    accuracy = records["reproduce_four_samplers"]
+    assert accuracy["complete"] and all(row["knn_top1"] is not None for row in accuracy["sets"].values())
+    assert set(accuracy["sets"]) == set(ACCURACY_SETS)

@@ -1,0 +1,58 @@
+"""``--compile``: the whole image step compiled (inductor on a CPU here; CUDA graphs on a GPU) trains as eager mode does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from hcl_cli.config import PretrainConfig
+from hcl_cli.distributed import DistributedContext
+from hcl_cli.modality import StepValues, modality_of
+from hcl_cli.training.builders import build_training
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def two_steps(data: Path, compiled: bool) -> list[tuple[StepValues, torch.Tensor, list[torch.Tensor]]]:
+    """Two steps of small_cnn on batches of 8 from the same seed: each step's values, gradients and weights after it."""
+    modality = modality_of(data)
+    card = modality.load_card(data)
+    samples, labels = modality.load_samples(data, ["train"])
+    config = PretrainConfig(data=str(data), arch="small_cnn", batch_size=8, sampler="hucl", compile=compiled)
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    context.seed_everything(0)
+    model, step = build_training(modality, config, card, context)
+    options = config.loss_options(0).replaced({"objective": "nce"}, {})
+    steps = []
+    for index in range(2):
+        values = step(samples[8 * index : 8 * index + 8], labels[8 * index : 8 * index + 8], options).read()
+        steps.append((values, step.optimizer.flat_grad.clone(), [p.detach().clone() for p in model.parameters()]))
+    return steps
+
+
+@pytest.mark.slow
+def test_the_compiled_step_gives_eager_mode_s_loss_gradients_and_update(
+    prepared_digits: Callable[[float], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inductor's own random numbers differ from eager mode's: with its fallback to them the augmentations are the same,
+    so the two runs see the same views. Adam's first update is about ``-lr sign(g)``: the weights are compared where the
+    gradient is well above float32 rounding (a gradient of rounding size, as a bias before BatchNorm has, can take either
+    sign in two correct computations)."""
+    monkeypatch.setattr(torch._inductor.config, "fallback_random", True)
+    data = prepared_digits(0.9)
+    eager, compiled = two_steps(data, compiled=False), two_steps(data, compiled=True)
+    for (values, grads, _), (compiled_values, compiled_grads, _) in zip(eager, compiled):
+        assert compiled_values.finite
+        assert compiled_values.loss == pytest.approx(values.loss, rel=1e-5)
+        assert compiled_values.grad_norm == pytest.approx(values.grad_norm, rel=1e-4)
+        torch.testing.assert_close(compiled_grads, grads, rtol=1e-3, atol=1e-5)
+    (_, grads, weights), (_, _, compiled_weights) = eager[0], compiled[0]
+    offset = 0
+    for weight, compiled_weight in zip(weights, compiled_weights):
+        clear = grads[offset : offset + weight.numel()].view_as(weight).abs() > 1e-4
+        offset += weight.numel()
+        torch.testing.assert_close(compiled_weight[clear], weight[clear], rtol=0, atol=1e-6)
+    assert any(not torch.equal(a, b) for a, b in zip(compiled_weights, compiled[1][2])), "the second step moved the weights"

@@ -1,0 +1,103 @@
+"""The README's code blocks that say they run offline do, in order, in a fresh clone; the quick start leaves one new file.
+
+A block marked ``<!-- offline -->`` on the line before it runs as written (bash, or Python for a
+``python`` block) in a clone of this working tree: the files a commit of it would hold (tracked
+and untracked, less what is deleted or what git ignores), committed in a new repository, with the
+clone's ``hcl_cli`` first on ``PYTHONPATH``. Two stand-ins, no more: ``pip`` is a no-op (the
+environment is installed already), and the TU archive that the README fetches from the network is
+a synthetic one in the same layout (``tu/MUTAG/MUTAG_A.txt``, ...; 188 graphs, as MUTAG has),
+written to ``data/raw/tu.tar.gz`` before the first block that reads it. After the quick start's
+block, ``git status --porcelain`` lists ``dvc.lock`` alone, as the README's Quick start says.
+Minutes: the quick start, a hand run, one experiment and a sweep of three on digits, and a graph run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from test_graph_step import write_toy_tu
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"^<!-- offline -->\n```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+NO_PIP = 'pip() { echo "(pip $1: the environment is installed already)"; }\n'
+TU_ARCHIVE = "data/raw/tu.tar.gz"
+BLOCK_SECONDS = 3600
+
+
+def offline_blocks() -> list[tuple[str, str]]:
+    """The README's blocks marked offline, in order: (language, code)."""
+    return BLOCK.findall((ROOT / "README.md").read_text())
+
+
+def git(folder: Path, *args: str, stdin: str | None = None, ok: tuple[int, ...] = (0,)) -> str:
+    """git's output; an exit code outside ``ok`` fails the test with git's message."""
+    result = subprocess.run(["git", *args], cwd=folder, input=stdin, capture_output=True, text=True, check=False)
+    assert result.returncode in ok, f"git {' '.join(args)}: exit {result.returncode}: {result.stderr}"
+    return result.stdout
+
+
+def fresh_clone(destination: Path) -> Path:
+    """What a commit of this working tree would hold, committed in a new repository at ``destination``."""
+    listed = [name for name in git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0") if name]
+    ignored = set(git(ROOT, "check-ignore", "--no-index", "-z", "--stdin", stdin="\0".join(listed), ok=(0, 1)).split("\0"))
+    for name in listed:
+        source, target = ROOT / name, destination / name
+        if name in ignored or not os.path.lexists(source):
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        else:
+            shutil.copy2(source, target)
+    git(destination, "init", "-q")
+    git(destination, "add", "-A")
+    git(destination, "commit", "-q", "-m", "a fresh clone")
+    return destination
+
+
+def write_tu_archive(clone: Path) -> None:
+    """The stand-in for the README's download: a MUTAG-sized synthetic dataset in tu.tar.gz's layout."""
+    folder = write_toy_tu(clone / "tu-staging" / "tu" / "MUTAG", name="MUTAG", graphs=188)
+    (clone / TU_ARCHIVE).parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(clone / TU_ARCHIVE, "w:gz") as tar:
+        tar.add(folder.parent, arcname="tu")
+    shutil.rmtree(clone / "tu-staging")
+
+
+def run_block(clone: Path, language: str, code: str, env: dict[str, str]) -> None:
+    command = ["bash", "-eo", "pipefail", "-c", NO_PIP + code] if language == "bash" else [sys.executable, "-c", code]
+    result = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=BLOCK_SECONDS, check=False)
+    assert result.returncode == 0, (
+        f"README block failed (exit {result.returncode}):\n{code}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+
+
+def test_the_readme_marks_the_quick_start_the_sweep_the_graph_run_and_the_loss_example() -> None:
+    blocks = offline_blocks()
+    assert all(language in ("bash", "python") for language, _ in blocks)
+    assert "dvc repro && cat reports/report.md" in blocks[0][1], "the quick start comes first"
+    for needed in ("hcl compare --sampler hucl", "hcl prepare --dataset tu", "contrastive_loss("):
+        assert any(needed in code for _, code in blocks), needed
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_offline_blocks_run_in_order_in_a_fresh_clone(tmp_path: Path) -> None:
+    clone = fresh_clone(tmp_path / "hcl")
+    identity = {"GIT_AUTHOR_NAME": "readme", "GIT_AUTHOR_EMAIL": "readme@example.com"}
+    env = {**os.environ, **identity, "GIT_COMMITTER_NAME": "readme", "GIT_COMMITTER_EMAIL": "readme@example.com"}
+    env["PYTHONPATH"] = os.pathsep.join([str(clone), *filter(None, [os.environ.get("PYTHONPATH")])])
+    for index, (language, code) in enumerate(offline_blocks()):
+        if TU_ARCHIVE in code and not (clone / TU_ARCHIVE).exists():
+            write_tu_archive(clone)
+        run_block(clone, language, code, env)
+        if index == 0:
+            assert git(clone, "status", "--porcelain") == "?? dvc.lock\n", "the quick start leaves dvc.lock, and nothing else"
+            assert "## " in (clone / "reports" / "report.md").read_text()

@@ -1,0 +1,32 @@
+"""Issue 28's goals for the host work of one image training step, counted exactly on a CPU (``benchmarks/step_counts.py``):
+at most 2,000 aten ops per ResNet-18 step at batch 64, and at most one host sync in three steps, for ucl and hucl.
+
+The measured figures (``benchmarks/results/step_counts.json``) sit well below the bound, so an added op here and there
+passes while a per-parameter optimizer, a host-side loop or an ``.item()`` in the step fails."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.step_counts import StepCounts, count_step, one_thread, synthetic_folder
+
+OPS_PER_STEP = 2000
+SYNCS_IN_THREE_STEPS = 1
+
+
+@pytest.fixture(scope="module")
+def folder() -> Iterator[Path]:
+    with one_thread(), synthetic_folder() as prepared:
+        yield prepared
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["ucl", "hucl"])
+def test_a_resnet18_step_dispatches_at_most_2000_ops_and_reads_nothing_back(folder: Path, sampler: str) -> None:
+    with one_thread():
+        counts: StepCounts = count_step(folder, "resnet18", sampler)
+    assert counts.syncs <= SYNCS_IN_THREE_STEPS, f"{counts.syncs} host syncs in three steps"
+    assert counts.ops <= OPS_PER_STEP, f"{counts.ops:.0f} aten ops per step: {counts.phases}"
