@@ -355,22 +355,54 @@ def hard(row: dict[str, Any]) -> bool:
     return parameters["sampler"] in HARD_SAMPLERS and not (parameters["sampler"] == "hucl" and parameters.get("beta", 1.0) == 0)
 
 
+MIN_VERDICT_SEEDS = 3
+"""Rows with fewer paired seeds than this are left out of a verdict: two seeds give no interval worth a sentence."""
+
+
+def per_seed(row: dict[str, Any]) -> dict[int, dict[str, float]]:
+    """A row's accuracies by seed, as :func:`paired` reads them."""
+    return {seed: {"accuracy": value} for seed, value in zip(row["seeds"], row["accuracies"])}
+
+
+def hardness_difference(name: str, rows: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """What a hard-negative row is judged against, and its paired difference from that: a supervised row (hscl) against scl,
+    the same labels without hardness, so that the labels' gain is not read as the hard negatives'; any other row against
+    its InfoGraph."""
+    if rows[name]["parameters"]["sampler"] in ("hscl", "hscl-threshold") and "scl" in rows:
+        return "scl", paired(per_seed(rows[name]), per_seed(rows["scl"]))
+    return "InfoGraph", minus_infograph(name, rows)
+
+
 def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> str:
-    """One plain sentence on whether hard negatives help on ``dataset``, from the 95% intervals of the paired differences."""
+    """One plain sentence on whether hard negatives help on ``dataset``, from the 95% intervals of the paired differences
+    (:func:`hardness_difference`) of the rows with at least :data:`MIN_VERDICT_SEEDS` seeds."""
     sides: dict[str, list[str]] = {"above": [], "within": [], "below": []}
+    unjudged = []
     for name, row in rows.items():
-        diff = minus_infograph(name, rows)
-        if hard(row) and diff and diff["ci95"]:
-            side = "above" if diff["ci95"][0] > 0 else "below" if diff["ci95"][1] < 0 else "within"
-            sides[side].append(f"{name} {interval_text(diff)}")
+        if not hard(row):
+            continue
+        against, diff = hardness_difference(name, rows)
+        if not diff or not diff["ci95"] or diff["n"] < MIN_VERDICT_SEEDS:
+            unjudged.append(name)
+            continue
+        side = "above" if diff["ci95"][0] > 0 else "below" if diff["ci95"][1] < 0 else "within"
+        sides[side].append(f"{name} {interval_text(diff)}" + (f" against {against}" if against != "InfoGraph" else ""))
     count = sum(map(len, sides.values()))
+    left_out = f"; not judged yet, under {MIN_VERDICT_SEEDS} seeds: {', '.join(unjudged)}" if unjudged else ""
     if not count:
-        return f"{dataset}: too few seeds yet to say whether hard negatives help."
+        return f"{dataset}: too few seeds yet to say whether hard negatives help{left_out}."
     below = f"; below it beyond the noise: {', '.join(sides['below'])}" if sides["below"] else ""
     if sides["above"]:
-        said = f"hard negatives help beyond the noise in {', '.join(sides['above'])} ({len(sides['within'])} of {count} hard-negative rows within the noise{below})"
+        said = f"hard negatives help beyond the noise in {', '.join(sides['above'])} ({len(sides['within'])} of {count} hard-negative rows within the noise{below}{left_out})"
     else:
-        said = f"hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph ({len(sides['within'])} of {count} within the noise{below})"
+        said = (
+            "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph"
+            f"{' (hscl: above scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
+            f"({len(sides['within'])} of {count} within the noise{below}{left_out})"
+        )
+    labels = rows.get("scl", {}).get("minus_ucl")
+    if labels and labels["ci95"] and labels["n"] >= MIN_VERDICT_SEEDS:
+        said += f". The labels (scl against InfoGraph): {interval_text(labels)}"
     base = rows.get("ucl", {}).get("minus_untrained")
     if base and base["ci95"]:
         side = "above" if base["ci95"][0] > 0 else "below" if base["ci95"][1] < 0 else "within the noise of"

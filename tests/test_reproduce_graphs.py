@@ -149,8 +149,8 @@ def row(parameters: dict, accuracies: list[float], paper: dict | None = None, **
 
 def test_each_datasets_sentence_follows_the_intervals_and_fig3_is_read_against_its_beta_0() -> None:
     untrained = {"seeds": [0, 1, 2], "accuracies": [50.0, 51.0, 52.0], "mean": 51.0, "std": 0.82}
-    above = {"mean": 3.0, "ci95": [1.0, 5.0], "n": 3}
-    within = {"mean": 0.5, "ci95": [-1.0, 2.0], "n": 3}
+    above = {"mean": 3.0, "ci95": [1.0, 5.0], "n": 10}
+    within = {"mean": 0.5, "ci95": [-1.0, 2.0], "n": 10}
     rows = {
         "ucl": row({"sampler": "ucl"}, [60.0, 61.0, 62.0], {"Table": "61.5"}, minus_untrained=above),
         "hucl": row({"sampler": "hucl", "beta": 1.0}, [63.0, 64.0, 65.0], {"Table": "70.0"}, minus_ucl=above),
@@ -162,9 +162,12 @@ def test_each_datasets_sentence_follows_the_intervals_and_fig3_is_read_against_i
     sentence = reproduce_graphs.verdict("TOY", rows, untrained)
     assert sentence.startswith("TOY: hard negatives help beyond the noise in hucl +3.00 [+1.00, +5.00] (1 of 3 hard-negative rows within")
     assert "below it beyond the noise: fig3-beta1@official -0.83 [-1.55, -0.12]" in sentence, "Fig. 3's rows against their beta 0"
-    assert "scl" not in sentence.replace("ucl", ""), "scl samples no hard negatives"
+    assert "The labels (scl against InfoGraph): +3.00 [+1.00, +5.00]" in sentence, "scl's gain is the labels'"
+    assert "scl +" not in sentence and "scl -" not in sentence, "scl samples no hard negatives"
     assert "InfoGraph (ucl) is above its untrained encoder (+3.00 [+1.00, +5.00])" in sentence
     assert reproduce_graphs.within_one_std(rows["ucl"]) == "yes" and reproduce_graphs.within_one_std(rows["hucl"]) == "no"
+    few = {**rows, "ot-eps0.1": row({"sampler": "ot"}, [60.0, 61.5, 62.0], minus_ucl={**within, "n": 2})}
+    assert "not judged yet, under 3 seeds: ot-eps0.1" in reproduce_graphs.verdict("TOY", few, untrained)
     calm = {name: rows[name] for name in ("ucl", "ot-eps0.1")}
     assert "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph (1 of 1 within" in (
         reproduce_graphs.verdict("TOY", calm, untrained)
