@@ -324,6 +324,11 @@ def infograph_of(name: str) -> str:
     return f"fig3-beta0{OFFICIAL if name.endswith(OFFICIAL) else ''}" if name.startswith("fig3-beta") else "ucl"
 
 
+def per_seed(row: dict[str, Any]) -> dict[int, dict[str, float]]:
+    """A row's accuracies by seed, as :func:`paired` reads them."""
+    return {seed: {"accuracy": value} for seed, value in zip(row["seeds"], row["accuracies"])}
+
+
 def minus_infograph(name: str, rows: dict[str, Any]) -> dict[str, Any] | None:
     """The paired difference of method ``name`` from its InfoGraph (:func:`infograph_of`): the results file's ``minus_ucl``,
     or for a Fig. 3 row from the per-seed accuracies the file records (rounded to 0.01)."""
@@ -332,9 +337,7 @@ def minus_infograph(name: str, rows: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if reference == "ucl":
         return rows[name]["minus_ucl"]
-    return paired(
-        *({seed: {"accuracy": value} for seed, value in zip(rows[key]["seeds"], rows[key]["accuracies"])} for key in (name, reference))
-    )
+    return paired(per_seed(rows[name]), per_seed(rows[reference]))
 
 
 def within_one_std(row: dict[str, Any]) -> str:
@@ -357,11 +360,6 @@ def hard(row: dict[str, Any]) -> bool:
 
 MIN_VERDICT_SEEDS = 3
 """Rows with fewer paired seeds than this are left out of a verdict: two seeds give no interval worth a sentence."""
-
-
-def per_seed(row: dict[str, Any]) -> dict[int, dict[str, float]]:
-    """A row's accuracies by seed, as :func:`paired` reads them."""
-    return {seed: {"accuracy": value} for seed, value in zip(row["seeds"], row["accuracies"])}
 
 
 def hardness_difference(name: str, rows: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
