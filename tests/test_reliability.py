@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -46,7 +47,7 @@ def hcl(*args: str, cwd: Path, limit: int | None = None, timeout: float = 120) -
 
 
 def test_a_full_disk_names_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
-    """safetensors reports a full disk as its own error type; the atomic write turns it into one line naming the file."""
+    """A tensor file past the disk's room is one line naming the file, and leaves no temporary (hcl's nor safetensors')."""
     script = (
         "import torch\nfrom hcl_cli.artifacts import save_artifact\n"
         f"save_artifact({str(tmp_path / 'x.safetensors')!r}, {{'a': torch.zeros(4096)}}, 'embeddings')\n"
@@ -431,13 +432,13 @@ def test_a_name_with_a_newline_cannot_forge_a_line(tmp_path: Path) -> None:
     assert not any(line.startswith("hcl prepare: wrote data/prepared") for line in lines), "no forged line"
 
 
-def test_atomic_writes_of_text_clean_up_on_a_library_error(tmp_path: Path) -> None:
+def test_atomic_writes_clean_up_on_a_full_disk_and_on_a_writers_own_error(tmp_path: Path) -> None:
     class Boom(RuntimeError):
         pass
 
     with pytest.raises(HclError, match=r"cannot write .*x\.txt: No space left on device"):
         with atomic_path(tmp_path / "x.txt"):
-            raise Boom("Error while serializing: I/O error: No space left on device (os error 28)")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     with pytest.raises(Boom):
         with atomic_path(tmp_path / "x.txt"):
             raise Boom("not a write failure")

@@ -26,7 +26,7 @@ from torch import nn
 
 import hcl_cli.stages.pretrain as pretrain
 from hcl_cli.artifacts import load_artifact
-from hcl_cli.checkpoint import CheckpointStore, TrainingPosition
+from hcl_cli.checkpoint import CHECKPOINT_FILE, CHECKPOINT_TEMPORARY, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.image import step
 from hcl_cli.training.loop import interrupted
@@ -239,7 +239,8 @@ def test_kills_in_the_middle_of_a_save_leave_the_previous_checkpoint_intact(tmp_
     folder = tmp_path / "checkpoints"
     fork = multiprocessing.get_context("fork")
     randomness = random.Random(0)
-    newest, interrupted_saves = 0, 0
+    save_numbered(CheckpointStore(folder), nn.Linear(128, 128), 1)  # a checkpoint to keep, and torch.optim warmed before the forks
+    newest, interrupted_saves = 1, 0
     for _ in range(KILLS):
         child = fork.Process(target=save_forever, args=(folder, newest + 1))
         child.start()
@@ -247,10 +248,13 @@ def test_kills_in_the_middle_of_a_save_leave_the_previous_checkpoint_intact(tmp_
         os.kill(child.pid, signal.SIGKILL)
         child.join()
         number = load_newest(folder)
-        assert number >= max(newest, 1), f"checkpoint {newest} was lost"
+        assert number >= newest, f"checkpoint {newest} was lost"
         newest = number
         complete = {"latest.json", f"{TrainingPosition(number, 0).name}.safetensors", f"{TrainingPosition(number, 0).name}.json"}
-        interrupted_saves += any(path.name not in complete for path in folder.iterdir())
+        left = [path.name for path in folder.iterdir() if path.name not in complete]
+        interrupted_saves += bool(left)
+        removable = [name for name in left if CHECKPOINT_FILE.fullmatch(name) or CHECKPOINT_TEMPORARY.fullmatch(name)]
+        assert removable == left, f"a kill left files no save removes: {left}"
     assert interrupted_saves >= KILLS // 2, f"only {interrupted_saves} of {KILLS} kills landed in the middle of a save"
 
     save_numbered(CheckpointStore(folder), nn.Linear(128, 128), newest + 1)

@@ -117,11 +117,8 @@ def _atomic_path(target: Path) -> Iterator[Path]:
     except OSError as exc:
         _discard(tmp)
         raise HclError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    except BaseException as exc:
+    except BaseException:
         _discard(tmp)
-        reason = _write_failure(exc)
-        if reason is not None:
-            raise HclError(f"cannot write {target}: {reason}") from exc
         raise
 
 
@@ -130,21 +127,6 @@ def _discard(tmp: Path) -> None:
     stays for the next write of its target to remove, and the write's own error is the one reported."""
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
-
-
-_LIBRARY_OS_ERROR = re.compile(r"\(os error (\d+)\)")
-"""How a library written in Rust (safetensors) reports the OS error behind a failed write: ``... (os error 28)``."""
-
-
-def _write_failure(exc: BaseException) -> str | None:
-    """The OS error (a full disk, a file-size limit) behind a writer's non-OSError exception; None when there is none."""
-    if isinstance(exc, HclError) or not isinstance(exc, Exception):
-        return None
-    match = _LIBRARY_OS_ERROR.search(str(exc))
-    if match:
-        return os.strerror(int(match[1]))
-    cause = exc.__cause__ or exc.__context__
-    return (cause.strerror or str(cause)) if isinstance(cause, OSError) else None
 
 
 def _fsync_dir(folder: Path) -> None:

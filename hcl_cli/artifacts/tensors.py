@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from hcl_cli.artifacts.checks import first_line, is_integer
 from hcl_cli.artifacts.files import atomic_path, read_json, write_json
@@ -65,10 +65,12 @@ def save_artifact(
 
 
 def _save_pair(path: str | os.PathLike[str], contiguous: Mapping[str, torch.Tensor], kind: str, meta: Mapping[str, Any] | None) -> None:
+    # Serialised here and written through atomic_path: safetensors' own save_file writes a temporary
+    # sibling of its own (``.tmpXXXXXX``), which a killed save would leave behind.
+    serialised = save(dict(contiguous), metadata={KIND_METADATA: kind})
+    digest = hashlib.sha256(serialised).hexdigest()
     with atomic_path(path) as tmp:
-        save_file(contiguous, str(tmp), metadata={KIND_METADATA: kind})
-        with open(tmp, "rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        tmp.write_bytes(serialised)
     sidecar = {
         "schema_version": SCHEMA_VERSION,
         "kind": kind,
