@@ -31,11 +31,14 @@ except Interrupted as stop:
 
 
 def start_holding(cwd: Path, ignore: int | None = None) -> subprocess.Popen[str]:
-    """:data:`HOLDING` in ``cwd``, started with ``ignore`` ignored (as ``nohup`` starts a command with SIGHUP), once it holds."""
+    """:data:`HOLDING` in ``cwd``, started with ``ignore`` ignored (as ``nohup`` starts a command with SIGHUP), once it holds.
+
+    Every other stop signal starts with its default action, as from a terminal, even when pytest itself runs under nohup.
+    """
 
     def start() -> None:
-        if ignore is not None:
-            signal.signal(ignore, signal.SIG_IGN)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN if signum == ignore else signal.SIG_DFL)
 
     process = subprocess.Popen(
         [sys.executable, "-c", HOLDING], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=start

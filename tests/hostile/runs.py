@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from hcl_cli.interrupts import STOP_SIGNALS
+
 from .harness import TIMEOUT, Result, Runner, hcl, hcl_command
 
 
@@ -58,11 +60,12 @@ def signalled(signum: int, when: str | None = None, extra: float = 0.0, patience
     """Start ``hcl`` and send it ``signum`` once it handles the stop signals (its SIGTERM handler is in place, or
     ``patience`` seconds have passed) and, when ``when`` is a glob, a path matching it exists in the case's folder
     (a staging folder: the stage is writing), then ``extra`` seconds more; then wait for its answer. With ``nohup``
-    the process starts with ``signum`` ignored, as ``nohup`` starts it with SIGHUP."""
+    the process starts with ``signum`` ignored, as ``nohup`` starts it with SIGHUP; without, every stop signal starts with
+    its default action, as from a terminal, even when the suite itself runs under nohup."""
 
     def start() -> None:
-        if nohup:
-            signal.signal(signum, signal.SIG_IGN)
+        for stop in STOP_SIGNALS:
+            signal.signal(stop, signal.SIG_IGN if nohup and stop == signum else signal.SIG_DFL)
 
     def run(work: Path, args: Sequence[str]) -> Result[str]:
         process = subprocess.Popen(
