@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hcl_cli.interrupts import STOP_SIGNALS
@@ -14,11 +14,24 @@ from hcl_cli.interrupts import STOP_SIGNALS
 from .harness import TIMEOUT, Result, Runner, hcl, hcl_command
 
 
+def as_from_a_terminal(ignored: int | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: every stop signal at its default action, as a terminal starts a command, except ``ignored``
+    (as ``nohup`` starts it with SIGHUP). The suite's own dispositions (under nohup, in the background) are not inherited."""
+
+    def start() -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN if signum == ignored else signal.SIG_DFL)
+
+    return start
+
+
 def interrupted(signals: Sequence[int], after_line: str = "hcl pretrain: ", extra: float = 0.0, gap: float = 0.3) -> Runner:
     """Start ``hcl`` and send ``signals`` once its stdout/stderr shows ``after_line`` (each ``gap`` seconds apart)."""
 
     def run(work: Path, args: Sequence[str]) -> Result[str]:
-        process = subprocess.Popen([hcl_command(), *args], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            [hcl_command(), *args], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal()
+        )
         assert process.stdout is not None
         lines = []
         deadline = time.monotonic() + TIMEOUT
@@ -60,16 +73,16 @@ def signalled(signum: int, when: str | None = None, extra: float = 0.0, patience
     """Start ``hcl`` and send it ``signum`` once it handles the stop signals (its SIGTERM handler is in place, or
     ``patience`` seconds have passed) and, when ``when`` is a glob, a path matching it exists in the case's folder
     (a staging folder: the stage is writing), then ``extra`` seconds more; then wait for its answer. With ``nohup``
-    the process starts with ``signum`` ignored, as ``nohup`` starts it with SIGHUP; without, every stop signal starts with
-    its default action, as from a terminal, even when the suite itself runs under nohup."""
-
-    def start() -> None:
-        for stop in STOP_SIGNALS:
-            signal.signal(stop, signal.SIG_IGN if nohup and stop == signum else signal.SIG_DFL)
+    the process starts with ``signum`` ignored, as ``nohup`` starts it with SIGHUP."""
 
     def run(work: Path, args: Sequence[str]) -> Result[str]:
         process = subprocess.Popen(
-            [hcl_command(), *args], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=start
+            [hcl_command(), *args],
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=as_from_a_terminal(signum if nohup else None),
         )
         started = time.monotonic()
         while process.poll() is None and time.monotonic() - started < TIMEOUT:
