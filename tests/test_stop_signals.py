@@ -14,6 +14,7 @@ import pytest
 
 from hcl_cli.interrupts import STOP_SIGNALS
 from hcl_cli.training.signals import Interrupted, interrupt_policy
+from tests.hostile.runs import as_from_a_terminal
 
 HOLDING = """
 import sys, time
@@ -31,17 +32,15 @@ except Interrupted as stop:
 
 
 def start_holding(cwd: Path, ignore: int | None = None) -> subprocess.Popen[str]:
-    """:data:`HOLDING` in ``cwd``, started with ``ignore`` ignored (as ``nohup`` starts a command with SIGHUP), once it holds.
-
-    Every other stop signal starts with its default action, as from a terminal, even when pytest itself runs under nohup.
-    """
-
-    def start() -> None:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN if signum == ignore else signal.SIG_DFL)
-
+    """:data:`HOLDING` in ``cwd``, started as from a terminal with ``ignore`` ignored (as ``nohup`` starts a command with
+    SIGHUP), once it holds."""
     process = subprocess.Popen(
-        [sys.executable, "-c", HOLDING], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=start
+        [sys.executable, "-c", HOLDING],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal(ignore),
     )
     assert process.stdout is not None and process.stdout.readline().strip() == "ready"
     return process
