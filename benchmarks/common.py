@@ -27,6 +27,7 @@ from hcl_cli.distributed import DistributedContext
 from hcl_cli.image.card import CARD_FILE, DatasetCard, load_card
 from hcl_cli.image.prepared import load_split
 from hcl_cli.image.step import TrainingStep, build_training
+from hcl_cli.provenance import changed_files, git_head
 from hcl_cli.stages import prepare
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
@@ -52,9 +53,34 @@ def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
         "device_name": name,
         "torch": torch.__version__,
         "python": platform.python_version(),
+        **commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "command": " ".join(shlex.quote(portable(a)) for a in [Path(sys.executable).name, *sys.argv]),
     }
+
+
+def commit() -> dict[str, Any]:
+    """The commit the run's code came from and whether tracked files differ from it (:mod:`hcl_cli.provenance`); where
+    the working folder is no git repository (a copy sent to a GPU machine), the commit ``HCL_COMMIT`` names, unverified."""
+    head = git_head()
+    if head is None:
+        return {"commit": os.environ.get("HCL_COMMIT"), "dirty": None}
+    changed = [path for path in changed_files() or [] if not path.startswith("benchmarks/results/")]  # what runs write
+    return {"commit": head, "dirty": bool(changed)}
+
+
+def portable(argument: str) -> str:
+    """A command-line argument without the machine's absolute paths: a path under the repository relative to it, any
+    other absolute path (``--work /tmp/x``, ``--prepare path=/data/y``) as ``<name>`` of its last part."""
+
+    def one(path: str) -> str:
+        if not os.path.isabs(path):
+            return path
+        resolved = Path(path).resolve()
+        return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else f"<{resolved.name}>"
+
+    key, equals, value = argument.rpartition("=")
+    return f"{key}{equals}{one(value)}" if equals else one(argument)
 
 
 def write_result(name: str, payload: dict[str, Any], device: str | torch.device = "cpu") -> Path:

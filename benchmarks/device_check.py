@@ -1,17 +1,25 @@
 """The parts of the GPU check that benchmarks/device_check.sh runs one by one, each in its own process and time box.
 
 Each part writes ``results/PART_<device>.json`` (the environment of :func:`benchmarks.common.environment` first) as it
-goes, so a part cut by its time box leaves what it measured. ``--smoke`` runs the same code at tiny sizes (small CNN,
-batches of 16) so that a CPU runs every part in seconds (tests/test_benchmarks.py). Parts:
+goes: after every row, so that a part cut by its time box, or a row that fails, leaves what was measured before it (a
+failed row is kept with its error, and the part exits 1 after the rows that follow it). ``--smoke`` runs the same code at
+tiny sizes (small CNN, batches of 16) so that a CPU runs every part in seconds (tests/test_benchmarks.py); the
+environment variable ``HCL_DEVICE_CHECK_FAIL`` (``PART`` or ``PART:ROW``, comma-separated) makes a part or one of its
+rows fail on purpose, which is how that test shows the neighbours' results survive. Parts:
 
 - ``setup``: the CIFAR-10 archive (or, with ``--synthetic N``, one of N random images in its layout) extracted and
   prepared (``hcl prepare --dataset imagefolder``) into ``WORK/prepared``;
+- ``compile``: the SimCLR step compiled whole (``--compile``: CUDA graphs on CUDA) for a few steps in a child process
+  under ``TORCH_LOGS=recompiles,graph_breaks,cudagraphs``, against the same steps in eager mode from the same seed (with
+  inductor's random numbers falling back to eager's, so both see the same views): the losses side by side, the graph
+  breaks, recompiles and CUDA-graph messages the logs report;
 - ``throughput``: one epoch of the product's loop (:func:`benchmarks.common.timed_epochs`) per setting of
   :data:`THROUGHPUT`: ResNet-18 at B = 512 in bf16 and fp32 for every sampler, ``--compile``, ResNet-50 at B = 256 in
   bf16 and fp32 (the official code's setting), the rows the issue needs first;
 - ``profile``: ``torch.profiler`` over a few steps of ucl: the kernels by GPU time, the GPU busy fraction (the union of
   the kernels' times over the wall time of as many steps unprofiled, and over the profiled ones), launches, aten ops and
-  host syncs per step;
+  every device-to-host read per step (``_local_scalar_dense``, ``nonzero``, copies to the host, synchronising calls),
+  with the lines of code that made them as ``torch.cuda.set_sync_debug_mode`` names them;
 - ``concurrency``: the per-step time of N processes training at once against one alone, with ``--threads auto`` (the
   cap of :func:`hcl_cli.runtime.set_cpu_threads`) and, on CUDA, with every core (what hcl did before);
 - ``accuracy``: ucl, hucl (beta 1, tau+ 0.1), scl and hscl (beta 1) at the same number of epochs, chosen to fit the
@@ -31,11 +39,14 @@ import sys
 import tarfile
 import tempfile
 import time
+import warnings
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch._inductor.config as inductor_config
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
@@ -55,19 +66,20 @@ R50 = {"arch": "resnet50", "batch_size": 256}
 FIRST = ("ucl", "hucl")
 THROUGHPUT: list[tuple[str, dict[str, Any]]] = [
     *((name, {**R18, "sampler": name, "precision": "bf16"}) for name in FIRST),
-    ("ucl-fp32", {**R18, "sampler": "ucl", "precision": "fp32"}),
     ("r50-hucl-b256-bf16", {**R50, "sampler": "hucl", "precision": "bf16"}),
+    *((name, {**R18, "sampler": name, "precision": "bf16"}) for name in SAMPLERS if name not in FIRST),
+    ("ucl-fp32", {**R18, "sampler": "ucl", "precision": "fp32"}),
     ("r50-hucl-b256-fp32", {**R50, "sampler": "hucl", "precision": "fp32"}),
     ("ucl-compile", {**R18, "sampler": "ucl", "precision": "bf16", "compile": True}),
-    *((name, {**R18, "sampler": name, "precision": "bf16"}) for name in SAMPLERS if name not in FIRST),
     *((f"{name}-fp32", {**R18, "sampler": name, "precision": "fp32"}) for name in SAMPLERS if name != "ucl"),
 ]
-"""(row name, PretrainConfig values): the issue's table in the order that matters if the time box cuts it."""
+"""(row name, PretrainConfig values): the issue's table in the order that matters if the time box cuts it: the R18 goal,
+the official code's setting, every sampler's step (are they all free of host syncs?), then the rest."""
 SMOKE = {"arch": "small_cnn", "batch_size": 16}
 """What ``--smoke`` puts in place of every row's architecture and batch."""
-SMOKE_ROWS = 5
+SMOKE_ROWS = ("ucl", "hucl", "r50-hucl-b256-bf16", "ucl-fp32", "r50-hucl-b256-fp32")
 """The throughput rows ``--smoke`` times: both precisions, both ResNet-50 rows and a second sampler (the ``--compile`` row
-comes later: compiling on a CPU is no smoke run)."""
+is the compile part's on a CPU: compiling ResNets there is no smoke run)."""
 ACCURACY_SETS = {"ucl": "sampler=ucl", "hucl": "sampler=hucl,beta=1,tau_plus=0.1", "scl": "sampler=scl", "hscl": "sampler=hscl,beta=1"}
 """The accuracy part's four runs, as benchmarks/reproduce.py's ``--set NAME:VALUES``."""
 EVALUATION_SECONDS = 30.0
@@ -111,31 +123,143 @@ def setup(args: argparse.Namespace) -> None:
     print(f"prepared {work / 'prepared'}: {card.counts}")
 
 
+INJECTED = "failure injected by HCL_DEVICE_CHECK_FAIL"
+
+
+def fail_if_asked(part: str, row: str | None = None) -> None:
+    """Raise where ``HCL_DEVICE_CHECK_FAIL`` names this part (``PART``) or this row of it (``PART:ROW``)."""
+    asked = {entry.strip() for entry in os.environ.get("HCL_DEVICE_CHECK_FAIL", "").split(",")}
+    if (part if row is None else f"{part}:{row}") in asked:
+        raise RuntimeError(f"{INJECTED} ({part}{'' if row is None else ':' + row})")
+
+
+def error_line(error: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message, cut to 300 characters."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0] if message else ''}"[:300]
+
+
 def throughput(args: argparse.Namespace) -> None:
-    """One timed epoch per row of :data:`THROUGHPUT`, the file rewritten after every row."""
+    """One timed epoch per row of :data:`THROUGHPUT`, the file rewritten after every row; a row that fails is kept with its
+    error and the rows after it still run (the part then exits 1)."""
     device = resolve_device(args.device)
     set_cpu_threads(None, device, CUDA_THREADS)
+    fail_if_asked("throughput")
     rows: list[dict[str, Any]] = []
     what = f"one epoch of hcl's training loop after {warmup_steps(args.smoke)} untimed steps"
     payload: dict[str, Any] = {"what": what, "complete": False, "rows": rows}
-    for name, values in THROUGHPUT[:SMOKE_ROWS] if args.smoke else THROUGHPUT:
-        config = PretrainConfig(data=str(args.work / "prepared"), device=args.device, epochs=1, seed=0, **settings(values, args.smoke))
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        with distributed_context(args.device) as context, tempfile.TemporaryDirectory() as scratch:
-            training = training_run(config, context, scratch)
-            seconds = timed_epochs(training, 1, warmup_steps(args.smoke))[0]
-        steps = training.steps_per_epoch
-        row = {"name": name, **values, **settings({}, args.smoke), "epoch_seconds": round(seconds, 3), "steps": steps}
-        row["images_per_second"] = round(steps * config.batch_size / seconds, 1)
-        if device.type == "cuda":
-            row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+    chosen = [(name, values) for name, values in THROUGHPUT if not args.smoke or name in SMOKE_ROWS]
+    for name, values in chosen:
+        row: dict[str, Any] = {"name": name, **values, **settings({}, args.smoke)}
+        try:
+            fail_if_asked("throughput", name)
+            config = PretrainConfig(data=str(args.work / "prepared"), device=args.device, epochs=1, seed=0, **settings(values, args.smoke))
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            with distributed_context(args.device) as context, tempfile.TemporaryDirectory() as scratch:
+                training = training_run(config, context, scratch)
+                seconds = timed_epochs(training, 1, warmup_steps(args.smoke))[0]
+            steps = training.steps_per_epoch
+            row |= {"epoch_seconds": round(seconds, 3), "steps": steps, "images_per_second": round(steps * config.batch_size / seconds, 1)}
+            if device.type == "cuda":
+                row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+            print(f"{name}: {row['epoch_seconds']} s per epoch of {steps} steps ({row['images_per_second']} images/s)", flush=True)
+        except Exception as error:  # one row's failure (an OOM, a compile error) must not lose the rows after it
+            row["error"] = error_line(error)
+            print(f"{name}: failed: {row['error']}", flush=True)
         rows.append(row)
-        print(f"{name}: {row['epoch_seconds']} s per epoch of {steps} steps ({row['images_per_second']} images/s)", flush=True)
         write_result(f"throughput_{device.type}", {**payload, "threads": torch.get_num_threads()}, device)
-    payload["complete"] = True
+    failed = [row["name"] for row in rows if "error" in row]
+    payload |= {"complete": True, "failed_rows": failed}
     write_result(f"throughput_{device.type}", {**payload, "threads": torch.get_num_threads()}, device)
+    if failed:
+        sys.exit(1)
+
+
+COMPILE_STEPS = 5
+"""Steps of the compile part, compiled and eager, on the same batches."""
+TORCH_LOG_MARKS = {"recompiles": "[__recompiles] Recompiling function", "graph_breaks": "[__graph_breaks] Graph break"}
+"""What a line of ``TORCH_LOGS`` output starts its message with, per event counted."""
+
+
+def compile_worker(args: argparse.Namespace) -> None:
+    """One process of :func:`compile_check`: ``--steps`` steps of ucl compiled or eager from seed 0, on the same batches,
+    each step's loss printed as a JSON line as soon as it is read."""
+    device = resolve_device(args.device)
+    set_cpu_threads(None, device, CUDA_THREADS)
+    inductor_config.fallback_random = True  # inductor's random numbers as eager mode's: both runs see the same views
+    values = settings({**R18, "sampler": "ucl", "precision": "bf16"}, args.smoke)
+    config = PretrainConfig(data=str(args.work / "prepared"), device=args.device, seed=0, compile=args.compiled, **values)
+    with distributed_context(args.device) as context, tempfile.TemporaryDirectory() as scratch:
+        training = training_run(config, context, scratch)
+        batches = torch.Generator().manual_seed(1)
+        for step in range(args.steps):
+            batch = torch.randperm(len(training.samples), generator=batches)[: config.batch_size].to(training.samples.device)
+            synchronize(device)
+            start = time.perf_counter()
+            result = training.step(training.samples[batch], training.labels[batch], config.loss_options(0)).read()
+            seconds = time.perf_counter() - start
+            print(json.dumps({"step": step, "loss": result.loss, "finite": bool(result.finite), "seconds": round(seconds, 4)}), flush=True)
+
+
+def compile_check(args: argparse.Namespace) -> None:
+    """The SimCLR step compiled (``--compile``) against eager mode: losses, graph breaks, recompiles, CUDA-graph messages.
+
+    Each run is a child process writing its steps and its torch logs to ``WORK/compile_MODE.{out,log}`` (a compile failure
+    or a CUDA error cannot take the part's record with it); the record is rewritten after each, and when the time box
+    interrupts the part, with what the interrupted run had printed."""
+    device = resolve_device(args.device)
+    fail_if_asked("compile")
+    values = settings({**R18, "sampler": "ucl", "precision": "bf16"}, args.smoke)
+    record: dict[str, Any] = {"setting": {**values, "steps": args.steps, "fallback_random": True}, "runs": {}}
+    try:
+        for mode in ("eager", "compiled"):
+            command = [sys.executable, "-m", "benchmarks.device_check", "compile-worker", "--work", str(args.work)]
+            command += ["--device", args.device, "--steps", str(args.steps)]
+            command += (["--smoke"] if args.smoke else []) + (["--compiled"] if mode == "compiled" else [])
+            environment = {**os.environ, "TORCH_LOGS": "recompiles,graph_breaks,cudagraphs", "PYTHONUNBUFFERED": "1"}
+            out, log = args.work / f"compile_{mode}.out", args.work / f"compile_{mode}.log"
+            with out.open("w") as stdout, log.open("w") as stderr:
+                worker = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=environment)
+                try:
+                    worker.wait()
+                finally:
+                    if worker.poll() is None:
+                        worker.terminate()
+                        worker.wait()
+                    record["runs"][mode] = compile_run(worker.returncode, out, log)
+                    write_result(f"compile_{device.type}", record, device)
+            run = record["runs"][mode]
+            print(
+                f"{mode}: exit {run['exit_code']}, {len(run['steps'])} steps, {run['graph_breaks']} graph breaks, {run['recompiles']} recompiles"
+            )
+    except KeyboardInterrupt:
+        record["interrupted"] = "by the part's time box"
+        write_result(f"compile_{device.type}", record, device)
+        raise
+    eager, compiled = (record["runs"][mode]["steps"] for mode in ("eager", "compiled"))
+    pairs = [(a["loss"], b["loss"]) for a, b in zip(eager, compiled)]
+    record["losses"] = [{"eager": a, "compiled": b, "relative_difference": abs(b - a) / max(abs(a), 1e-12)} for a, b in pairs]
+    record["max_relative_difference"] = max((row["relative_difference"] for row in record["losses"]), default=None)
+    record["last_step_seconds"] = {mode: run["steps"][-1]["seconds"] for mode, run in record["runs"].items() if run["steps"]}
+    write_result(f"compile_{device.type}", record, device)
+    if any(run["exit_code"] != 0 for run in record["runs"].values()) or len(pairs) < args.steps:
+        sys.exit(1)
+
+
+def compile_run(exit_code: int, out: Path, log: Path) -> dict[str, Any]:
+    """One run of :func:`compile_worker`, from what it printed: its steps, and its torch logs counted."""
+    steps = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
+    lines = log.read_text(errors="replace").splitlines()
+    run: dict[str, Any] = {"exit_code": exit_code, "steps": steps}
+    run |= {name: sum(mark in line for line in lines) for name, mark in TORCH_LOG_MARKS.items()}
+    run["cudagraphs_messages"] = sorted({line.split("[__cudagraphs]", 1)[1].strip()[:200] for line in lines if "[__cudagraphs]" in line})[
+        :20
+    ]
+    if exit_code != 0:
+        run["stderr_tail"] = [line[:300] for line in lines[-15:]]
+    return run
 
 
 def busy_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -152,6 +276,7 @@ def step_profile(args: argparse.Namespace) -> None:
     """``torch.profiler`` over ``--steps`` steps of ucl (ResNet-18, B = 512, bf16) after untimed ones."""
     device = resolve_device(args.device)
     set_cpu_threads(None, device, CUDA_THREADS)
+    fail_if_asked("profile")
     values = settings({**R18, "sampler": "ucl", "precision": "bf16"}, args.smoke)
     config = PretrainConfig(data=str(args.work / "prepared"), device=args.device, seed=0, **values)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -167,6 +292,9 @@ def step_profile(args: argparse.Namespace) -> None:
             training.step(training.samples[batch], training.labels[batch], options)
         synchronize(device)
         unprofiled = time.perf_counter() - start
+        sync_sites = synchronizing_lines(
+            device, lambda: training.step(training.samples[batch], training.labels[batch], options), args.steps
+        )
         with profile(activities=activities) as profiled:
             start = time.perf_counter()
             for _ in range(args.steps):
@@ -180,6 +308,12 @@ def step_profile(args: argparse.Namespace) -> None:
     by_gpu = sorted((entry for entry in averages if entry.self_device_time_total > 0), key=lambda entry: -entry.self_device_time_total)
     by_cpu = sorted(averages, key=lambda entry: -entry.self_cpu_time_total)
     gpu_seconds = busy_seconds(kernels) / 1e6
+    reads = {
+        "local_scalar_dense": counts.get("aten::_local_scalar_dense", 0),
+        "nonzero": counts.get("aten::nonzero", 0),
+        "copies_to_host": sum(1 for event in events if event.device_type == DeviceType.CUDA and "DtoH" in event.name),
+        "synchronize_calls": max(0, sum(count for key, count in counts.items() if key.endswith(SYNCHRONIZING)) - 1),
+    }
     write_result(
         f"profile_{device.type}",
         {
@@ -191,7 +325,10 @@ def step_profile(args: argparse.Namespace) -> None:
             "gpu_busy_fraction_profiled": round(gpu_seconds / wall, 3) if kernels else None,
             "kernel_launches_per_step": sum(count for key, count in counts.items() if key.startswith(LAUNCHES)) / args.steps,
             "aten_ops_per_step": sum(entry.count for entry in averages if entry.key.startswith("aten::")) / args.steps,
-            "host_syncs": counts.get("aten::_local_scalar_dense", 0) + counts.get("aten::nonzero", 0),
+            "host_syncs": sum(reads.values()),
+            "host_reads": reads,
+            "host_reads_note": "in the profiled steps, none of which reads its result; the closing synchronize is left out",
+            "synchronizing_lines": sync_sites,
             "top_gpu": [
                 {"name": entry.key[:120], "calls": entry.count, "ms": round(entry.self_device_time_total / 1e3, 3)} for entry in by_gpu[:15]
             ],
@@ -201,6 +338,37 @@ def step_profile(args: argparse.Namespace) -> None:
         },
         device,
     )
+
+
+SYNCHRONIZING = ("StreamSynchronize", "DeviceSynchronize", "EventSynchronize")
+"""The CUDA runtime and driver calls that wait for the device, as the profiler names them."""
+
+
+def synchronizing_lines(device: torch.device, step: Callable[[], object], steps: int) -> list[str]:
+    """Where ``steps`` calls of ``step`` wait for the device: ``torch.cuda.set_sync_debug_mode``'s warnings, by the line of
+    code that raised each (``path:line``, relative to the repository where under it; on a CPU there is nothing to wait for)."""
+    if device.type != "cuda":
+        return []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(steps):
+                step()
+            synchronize(device)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    sites = {f"{relative_to_root(warning.filename)}:{warning.lineno}" for warning in caught if "synchroniz" in str(warning.message)}
+    return sorted(sites)
+
+
+def relative_to_root(path: str) -> str:
+    """``path`` relative to the repository root where it lies under it; else from its ``site-packages`` on, or its name."""
+    resolved = Path(path).resolve()
+    if resolved.is_relative_to(common.ROOT):
+        return str(resolved.relative_to(common.ROOT))
+    parts = resolved.parts
+    return "/".join(parts[parts.index("site-packages") + 1 :]) if "site-packages" in parts else resolved.name
 
 
 def concurrency_worker(args: argparse.Namespace) -> None:
@@ -227,6 +395,7 @@ def concurrency_worker(args: argparse.Namespace) -> None:
 def concurrency(args: argparse.Namespace) -> None:
     """Per-step time of ``--processes`` trainings at once against one alone, at ``--threads auto`` and (CUDA) every core."""
     device = resolve_device(args.device)
+    fail_if_asked("concurrency")
     choices = ["auto"] + ([str(cpu_count())] if device.type == "cuda" else [])
     rows: list[dict[str, Any]] = []
     for threads in choices:
@@ -236,28 +405,32 @@ def concurrency(args: argparse.Namespace) -> None:
                 command += ["--device", args.device, "--threads", threads, "--barrier", barrier, "--processes", str(processes)]
                 command += ["--steps", str(args.steps)] + (["--smoke"] if args.smoke else [])
                 workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(processes)]
-                outputs = [json.loads(worker.communicate()[0].splitlines()[-1]) for worker in workers]
-            per_step = [output["seconds_per_step"] for output in outputs]
-            rows.append(
-                {
-                    "threads_option": threads,
-                    "threads": outputs[0]["threads"],
-                    "processes": processes,
-                    "seconds_per_step": [round(seconds, 5) for seconds in per_step],
-                    "median_seconds_per_step": round(statistics.median(per_step), 5),
-                }
+                printed = [worker.communicate()[0].splitlines() for worker in workers]
+            row: dict[str, Any] = {"threads_option": threads, "processes": processes}
+            if any(worker.returncode != 0 or not lines for worker, lines in zip(workers, printed)):
+                row["error"] = f"exit codes {[worker.returncode for worker in workers]}"
+                print(f"--threads {threads}, {processes} at once: failed ({row['error']})", flush=True)
+            else:
+                outputs = [json.loads(lines[-1]) for lines in printed]
+                per_step = [output["seconds_per_step"] for output in outputs]
+                row |= {"threads": outputs[0]["threads"], "seconds_per_step": [round(seconds, 5) for seconds in per_step]}
+                row["median_seconds_per_step"] = round(statistics.median(per_step), 5)
+                alone = next((other for other in rows if other["threads_option"] == threads and "median_seconds_per_step" in other), row)
+                row["over_one_alone"] = round(row["median_seconds_per_step"] / alone["median_seconds_per_step"], 3)
+                print(f"--threads {threads}, {processes} at once: {row['median_seconds_per_step']} s per step", flush=True)
+            rows.append(row)
+            setting = settings({**R18, "sampler": "ucl", "precision": "bf16"}, args.smoke)
+            write_result(
+                f"concurrency_{device.type}", {"setting": {**setting, "steps": args.steps}, "cpus": cpu_count(), "rows": rows}, device
             )
-            print(f"--threads {threads}, {processes} at once: {rows[-1]['median_seconds_per_step']} s per step", flush=True)
-    for row in rows:
-        alone = next(other for other in rows if other["threads_option"] == row["threads_option"] and other["processes"] == 1)
-        row["over_one_alone"] = round(row["median_seconds_per_step"] / alone["median_seconds_per_step"], 3)
-    setting = settings({**R18, "sampler": "ucl", "precision": "bf16"}, args.smoke)
-    write_result(f"concurrency_{device.type}", {"setting": {**setting, "steps": args.steps}, "cpus": cpu_count(), "rows": rows}, device)
+    if any("error" in row for row in rows):
+        sys.exit(1)
 
 
 def accuracy(args: argparse.Namespace) -> None:
     """The four samplers at one number of epochs through benchmarks.reproduce, stopping at ``--seconds``; rerun to continue."""
     device = resolve_device(args.device)
+    fail_if_asked("accuracy")
     chosen = args.work / "accuracy_epochs.json"
     if chosen.is_file():
         epochs = json.loads(chosen.read_text())["epochs"]
@@ -315,6 +488,8 @@ def main() -> None:
     parts = parser.add_subparsers(dest="part", required=True)
     runs = {
         "setup": setup,
+        "compile": compile_check,
+        "compile-worker": compile_worker,
         "throughput": throughput,
         "profile": step_profile,
         "concurrency": concurrency,
@@ -332,6 +507,10 @@ def main() -> None:
             part.add_argument("--synthetic", type=int, default=0, help="instead, an archive of N random images in its layout")
         if name == "profile":
             part.add_argument("--steps", type=int, default=5, help="profiled steps")
+        if name.startswith("compile"):
+            part.add_argument("--steps", type=int, default=COMPILE_STEPS, help="steps of each run, compiled and eager")
+        if name == "compile-worker":
+            part.add_argument("--compiled", action="store_true", help="compile the step (--compile); else eager mode")
         if name.startswith("concurrency"):
             part.add_argument("--processes", type=int, default=4, help="trainings at once")
             part.add_argument("--steps", type=int, default=20, help="timed steps of each")

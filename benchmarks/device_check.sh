@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# The whole GPU check of issue 28 as one command: at most 9 minutes on one H100, each part in its own time box, each
-# writing RESULTS/PART_cuda.json as it goes (the environment first: "device": "cuda", the GPU's name, torch, the date
-# and the command; benchmarks/common.py). The parts (benchmarks/device_check.py, benchmarks/official_hcl_image.py):
+# The whole GPU check (issues 28 and 43) as one command: at most 8 minutes on one H100, the install included, each part
+# in its own time box (the boxes add up to the budget less INSTALL_SECONDS; `--plan` prints them and fails otherwise),
+# each writing RESULTS/PART_cuda.json as it goes: after every row, and a failing row or part leaves the others' results
+# (the environment first: "device": "cuda", the GPU's name, torch, the date and the command; benchmarks/common.py).
+# The parts (benchmarks/device_check.py, benchmarks/official_hcl_image.py), in the order they run:
 #
 #   setup        CIFAR-10 extracted from its JPEG archive and prepared (hcl prepare --dataset imagefolder) in WORK
-#   tests        the test suite on CUDA, alone on the machine (pytest-xdist when installed)      tests_cuda.json
-#   throughput   one epoch of the product's loop per setting: ResNet-18 B=512 bf16 and fp32 for
-#                every sampler, --compile, ResNet-50 B=256 bf16 and fp32                         throughput_cuda.json
-#   official     HCL's official image code: one epoch of its own train(), unmodified, on CIFAR-10
-#                rebuilt in its pickled layout; its speed over hcl's ResNet-50 rows              official_hcl_image_cuda.json
-#   profile      torch.profiler over 5 steps of ucl: top kernels, GPU busy fraction, launches      profile_cuda.json
+#   compile      the SimCLR step (ResNet-18 B=512 bf16) compiled whole, CUDA graphs, 5 steps under
+#                TORCH_LOGS=recompiles,graph_breaks,cudagraphs, against 5 eager steps: losses, breaks, recompiles  compile_cuda.json
+#   throughput   one epoch of the product's loop per setting: ResNet-18 B=512 bf16 for every
+#                sampler, ResNet-50 B=256 bf16 and fp32, fp32, --compile; a failed row keeps its error   throughput_cuda.json
+#   profile      torch.profiler over 5 steps of ucl: top kernels, GPU busy fraction, launches, and every
+#                device-to-host read (_local_scalar_dense, nonzero, copies to the host, synchronising
+#                calls) with the lines that made them (torch.cuda.set_sync_debug_mode)               profile_cuda.json
+#   tests        the tests that need CUDA (-k cuda over the files naming it), pytest-xdist if there  tests_cuda.json
 #   concurrency  4 trainings at once on the one GPU against one alone, --threads auto and every
 #                core: how many experiments one GPU takes at once                                 concurrency_cuda.json
+#   official     HCL's official image code: one epoch of its own train(), unmodified, on CIFAR-10
+#                rebuilt in its pickled layout (only where carried; no box of its own: what is left) official_hcl_image_cuda.json
 #   accuracy     ucl, hucl (beta 1, tau+ 0.1), scl, hscl (beta 1) at the same epochs, fitted to
 #                the time left, one after another; resumable: rerun with
 #                --parts setup,accuracy and the same WORK to continue                             reproduce_four_samplers_cuda.json
@@ -19,23 +25,27 @@
 # What a bare GPU machine without network needs carried to it (the device tool's `carry`: .carry/, which .gitignore
 # ignores; benchmarks/device_carry.sh fills it on a machine with network, within the tool's 64 MiB with the tree):
 #   .carry/cifar10-jpeg.tar.gz  ../shared/datasets/cifar10-jpeg.tar.gz (CIFAR-10 as JPEGs in train/ and test/ class folders)
-#   .carry/hcl-image/           joshr17/HCL's image/ folder (main.py, model.py, utils.py), unmodified. The official code is
-#                               never copied into this repository: the session that carries it puts it there.
+#   .carry/hcl-image/           joshr17/HCL's image/ folder (main.py, model.py, utils.py), unmodified, where it can be had.
+#                               The official code is never copied into this repository: the session that carries it puts it there.
 #   .carry/wheels/              what `pip install -e '.[test]'` needs that the machine's image lacks (dvc and its
 #                               dependencies, POT), as cp312 manylinux wheels
 # The machine has Python 3.12 with torch, torchvision, torch-geometric, pytest, pytest-xdist and pandas; this script
 # installs the carried wheels and hcl itself (pip, no index, no dependencies) before the parts.
 #
-# The call (the device tool; the 540 s budget includes the install, and timeout_s 600 leaves room for a last kill):
+# The call (the device tool; the 480 s budget includes the install; timeout_s 540 leaves room for the last kill, and the
+# session's 15 minutes of device time for the machine's start):
 #   run(command="set -o pipefail; bash benchmarks/device_check.sh --results $OUT 2>&1 | tee $OUT/device_check.log",
-#       carry=[".carry"], timeout_s=600)
+#       carry=[".carry"], timeout_s=540)
 # then copy the returned *_cuda.json into benchmarks/results/, commit them, and take the README's figures from them.
 #
-# Usage: benchmarks/device_check.sh [--smoke] [--results DIR] [--work DIR] [--budget SECONDS] [--parts setup,tests,...]
-#   --smoke    the same path on a CPU in under 3 minutes: an archive of random images in CIFAR's layout, a small CNN,
+# Usage: benchmarks/device_check.sh [--smoke] [--plan] [--results DIR] [--work DIR] [--budget SECONDS] [--parts setup,tests,...]
+#   --smoke    the same path on a CPU in about 5 minutes: an archive of random images in CIFAR's layout, a small CNN,
 #              batches of 16, two tests of tests/test_knn.py for the suite; results in WORK/results unless --results says.
+#   --plan     print the time boxes and exit: 0 when they fit the budget less INSTALL_SECONDS, else 2. A --budget over
+#              the default widens every box in proportion (a loaded CPU's smoke run).
+#   HCL_DEVICE_CHECK_FAIL=PART[:ROW],...  makes those parts (or rows) fail on purpose (tests/test_benchmarks.py).
 #   The official part runs the code in $OFFICIAL_HCL_IMAGE (default .carry/hcl-image) and is skipped, saying so, without it.
-# Exit status: 0 when every part that ran ended well, else 1 (the log names the parts).
+# Exit status: 0 when every part that ran ended well, else 1 (the log names the parts); 2 for a wrong argument or plan.
 
 set -u
 cd "$(dirname "$0")/.."
@@ -45,10 +55,12 @@ SMOKE=0
 RESULTS=""
 WORK=""
 BUDGET=""
-PARTS="setup,tests,throughput,official,profile,concurrency,accuracy"
+PARTS="setup,compile,throughput,profile,tests,concurrency,official,accuracy"
+PLAN=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) SMOKE=1 ;;
+    --plan) PLAN=1 ;;
     --results) RESULTS=$2; shift ;;
     --work) WORK=$2; shift ;;
     --budget) BUDGET=$2; shift ;;
@@ -59,15 +71,35 @@ while [ $# -gt 0 ]; do
 done
 if [ "$SMOKE" = 1 ]; then
   WORK=${WORK:-${TMPDIR:-/tmp}/hcl-device-check-smoke}
-  BUDGET=${BUDGET:-170}
+  DEFAULT_BUDGET=300
   SIZE=(--smoke)
-  BOXES=(setup=40 tests=40 throughput=60 official=40 profile=30 concurrency=60)
+  INSTALL_SECONDS=20
+  BOXES=(setup=20 compile=90 throughput=40 profile=15 tests=30 concurrency=25 official=20)
   export OMP_NUM_THREADS=1  # torch's default then: tiny models on a CPU shared with other jobs stall on more threads
 else
   WORK=${WORK:-${TMPDIR:-/tmp}/hcl-device-check}
-  BUDGET=${BUDGET:-540}
+  DEFAULT_BUDGET=480
   SIZE=()
-  BOXES=(setup=100 tests=150 throughput=170 official=75 profile=45 concurrency=90)
+  INSTALL_SECONDS=40
+  BOXES=(setup=60 compile=120 throughput=110 profile=35 tests=50 concurrency=45)
+fi
+BUDGET=${BUDGET:-$DEFAULT_BUDGET}
+if [ "$BUDGET" -gt "$DEFAULT_BUDGET" ]; then  # a wider budget widens every box and the install's share alike
+  for index in "${!BOXES[@]}"; do
+    entry=${BOXES[$index]}
+    BOXES[$index]=${entry%%=*}=$((${entry#*=} * BUDGET / DEFAULT_BUDGET))
+  done
+  INSTALL_SECONDS=$((INSTALL_SECONDS * BUDGET / DEFAULT_BUDGET))
+fi
+BOXED=0
+for entry in "${BOXES[@]}"; do BOXED=$((BOXED + ${entry#*=})); done
+if [ "$PLAN" = 1 ] || [ $((BOXED + INSTALL_SECONDS)) -gt "$BUDGET" ]; then
+  echo "time boxes: ${BOXES[*]} (sum $BOXED s) + install $INSTALL_SECONDS s against a budget of $BUDGET s; official and accuracy get what is left"
+  if [ $((BOXED + INSTALL_SECONDS)) -gt "$BUDGET" ]; then
+    echo "device_check.sh: the time boxes do not fit the budget" >&2
+    exit 2
+  fi
+  exit 0
 fi
 RESULTS=${RESULTS:-$([ "$SMOKE" = 1 ] && echo "$WORK/results" || echo benchmarks/results)}
 mkdir -p "$WORK" "$RESULTS"
@@ -107,7 +139,7 @@ part() {  # part NAME COMMAND...: run COMMAND in NAME's time box, unless --parts
   return 0
 }
 
-if [ -d "$CARRY/wheels" ]; then
+if [ -d "$CARRY/wheels" ] && [ "$SMOKE" = 0 ]; then  # the carried wheels are the GPU machine's (CPython 3.12), not this one's
   echo "== installing $(ls "$CARRY"/wheels/*.whl | wc -l) carried wheels"
   $PY -m pip install -q --no-index --no-deps --no-compile "$CARRY"/wheels/*.whl || FAILED+=("wheels")
 fi
@@ -125,15 +157,26 @@ else
   part setup $PY -m benchmarks.device_check setup --work "$WORK" --archive "$ARCHIVE"
 fi
 
-TESTS=(tests)
+COMPILE_STEPS=()
+[ "$SMOKE" = 1 ] && COMPILE_STEPS=(--steps 2)  # the first compiles, the second shows whether it compiles again
+part compile $PY -m benchmarks.device_check compile --work "$WORK" "${SIZE[@]}" "${COMPILE_STEPS[@]}"
+part throughput $PY -m benchmarks.device_check throughput --work "$WORK" "${SIZE[@]}"
+
+if [ "$SMOKE" = 1 ]; then
+  part profile $PY -m benchmarks.device_check profile --work "$WORK" --steps 2 --smoke
+else
+  part profile $PY -m benchmarks.device_check profile --work "$WORK"
+fi
+mapfile -t TESTS < <(grep -l cuda tests/test_*.py)
 XDIST=()
 if [ "$SMOKE" = 1 ]; then
   TESTS=(tests/test_knn.py -k "cuda or single_nearest")
-elif $PY -c "import xdist" 2>/dev/null; then
-  XDIST=(-n 8 --dist loadfile)
+else
+  TESTS+=(-k cuda)  # the tests that need CUDA (CI runs the rest on a CPU)
+  $PY -c "import xdist" 2>/dev/null && XDIST=(-n 4 --dist loadfile)
 fi
 PYTEST=($PY -m pytest -q -p no:cacheprovider -rfE --junitxml="$WORK/junit.xml" "${XDIST[@]}"
-  --deselect tests/test_benchmarks.py::test_the_device_check_runs_whole_on_a_cpu "${TESTS[@]}")
+  --deselect tests/test_benchmarks.py::test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves "${TESTS[@]}")
 rm -f "$WORK/junit.xml"
 TESTS_BEGAN=$(date +%s)
 # the tests keep their own results folders (HCL_BENCHMARK_RESULTS would send their benchmarks' files to RESULTS)
@@ -145,8 +188,11 @@ if [ -n "$LAST_RC" ]; then
     --seconds $(($(date +%s) - TESTS_BEGAN)) --command "${PYTEST[*]}"
 fi
 
-part throughput $PY -m benchmarks.device_check throughput --work "$WORK" "${SIZE[@]}"
-
+if [ "$SMOKE" = 1 ]; then
+  part concurrency $PY -m benchmarks.device_check concurrency --work "$WORK" --processes 2 --steps 2 --smoke
+else
+  part concurrency $PY -m benchmarks.device_check concurrency --work "$WORK"
+fi
 OFFICIAL=${OFFICIAL_HCL_IMAGE:-$CARRY/hcl-image}
 if [ -f "$OFFICIAL/main.py" ]; then
   OFFICIAL_SIZE=()
@@ -157,13 +203,6 @@ else
   echo "== official: skipped, no official code at $OFFICIAL (put joshr17/HCL's image/ folder there)"
 fi
 
-if [ "$SMOKE" = 1 ]; then
-  part profile $PY -m benchmarks.device_check profile --work "$WORK" --steps 2 --smoke
-  part concurrency $PY -m benchmarks.device_check concurrency --work "$WORK" --processes 2 --steps 2 --smoke
-else
-  part profile $PY -m benchmarks.device_check profile --work "$WORK"
-  part concurrency $PY -m benchmarks.device_check concurrency --work "$WORK"
-fi
 part accuracy $PY -m benchmarks.device_check accuracy --work "$WORK" --seconds $((DEADLINE - $(date +%s) - 15)) "${SIZE[@]}"
 
 echo "== done in $(($(date +%s) - START)) s; results in $RESULTS"

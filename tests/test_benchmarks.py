@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -22,7 +23,7 @@ from test_graph_step import write_toy_tu
 from benchmarks import common
 from benchmarks.bench_pretrain import write_synthetic_image_folder
 from benchmarks.check_cifar10_prepare import CIFAR10_CLASSES
-from benchmarks.device_check import ACCURACY_SETS, SMOKE_ROWS, THROUGHPUT
+from benchmarks.device_check import ACCURACY_SETS, INJECTED, SMOKE_ROWS, THROUGHPUT, fail_if_asked
 
 ROOT = Path(__file__).resolve().parents[1]
 CIFAR_TRAIN, CIFAR_TEST = 3, 1
@@ -53,7 +54,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers
     "bench_imports": None,  # a baseline checkout, and about a hundred interpreters
     "bench_install": None,  # fresh environments from a package index
-    "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu
+    "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves
     "official_hcl_image": None,  # the official code's harness: the same test, on a stand-in of the code
     "readme_sequences": None,  # a fresh clone through dvc repro and a sweep, minutes
     "reproduce_graphs": None,  # the graph engineer's: tests/test_reproduce_graphs.py
@@ -144,29 +145,69 @@ def test_every_benchmark_runs_its_smallest_mode(module_name: str, results: Path,
 
 STANDIN = ROOT / "tests" / "official_image_standin"
 """The interface of HCL's official image code (main.py, model.py, utils.py), ours, for the official part's harness."""
-SMOKE_FILES = ("tests", "throughput", "official_hcl_image", "profile", "concurrency", "reproduce_four_samplers")
+SMOKE_FILES = ("tests", "compile", "throughput", "official_hcl_image", "concurrency", "reproduce_four_samplers")
+"""The results files of the smoke run whose parts are not made to fail (the profile part is)."""
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_the_device_check_runs_whole_on_a_cpu(tmp_path: Path) -> None:
-    """``device_check.sh --smoke``: every part ends well and writes its results file as on the GPU. Its budget is widened
-    (the default, 170 s, holds it on a CPU that other jobs leave free), so that a machine they load cuts no part."""
+def test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves(tmp_path: Path) -> None:
+    """``device_check.sh --smoke``, with one throughput row and the profile part made to fail on purpose: every other part
+    ends well and writes its results file as on the GPU, the failed row is kept with its error and the rows after it
+    still ran, and the run exits 1 naming both failures. Its budget is widened (the default holds it on a CPU that other
+    jobs leave free), so that a machine they load cuts no part."""
     results = tmp_path / "results"
     environment = {**os.environ, "OFFICIAL_HCL_IMAGE": str(STANDIN), "CUDA_VISIBLE_DEVICES": ""}
-    command = ["bash", "benchmarks/device_check.sh", "--smoke", "--budget", "600", "--work", str(tmp_path / "work")]
+    environment["HCL_DEVICE_CHECK_FAIL"] = "throughput:ucl-fp32,profile"
+    command = ["bash", "benchmarks/device_check.sh", "--smoke", "--budget", "900", "--work", str(tmp_path / "work")]
     command += ["--results", str(results)]
-    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=700)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1000)
+    assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "== failed: throughput (exit 1) profile (exit 1)" in done.stdout
+    assert not (results / "profile_cpu.json").exists()
     records = {name: json.loads((results / f"{name}_cpu.json").read_text()) for name in SMOKE_FILES}
     for record in records.values():
         assert record["device"] == "cpu" and {"device_name", "torch", "date", "command"} <= record.keys()
     assert records["tests"]["failed"] == 0 and records["tests"]["passed"] > 0
     throughput = records["throughput"]
-    assert throughput["complete"] and [row["name"] for row in throughput["rows"]] == [name for name, _ in THROUGHPUT[:SMOKE_ROWS]]
+    rows = {row["name"]: row for row in throughput["rows"]}
+    assert throughput["complete"] and list(rows) == [name for name, _ in THROUGHPUT if name in SMOKE_ROWS]
+    assert throughput["failed_rows"] == ["ucl-fp32"] and INJECTED in rows["ucl-fp32"]["error"]
+    assert all(row["epoch_seconds"] > 0 for name, row in rows.items() if name != "ucl-fp32")
+    assert list(rows).index("r50-hucl-b256-fp32") > list(rows).index("ucl-fp32"), "a row after the failed one ran"
+    compiled = records["compile"]
+    assert {mode: run["exit_code"] for mode, run in compiled["runs"].items()} == {"eager": 0, "compiled": 0}
+    assert len(compiled["losses"]) == compiled["setting"]["steps"] and compiled["losses"][0]["relative_difference"] < 1e-3
+    assert compiled["runs"]["eager"]["graph_breaks"] == 0 and compiled["runs"]["eager"]["recompiles"] == 0
     assert set(records["official_hcl_image"]["hcl_over_official"]) == {"r50-hucl-b256-bf16", "r50-hucl-b256-fp32"}
-    assert records["profile"]["aten_ops_per_step"] > 0 and records["profile"]["gpu_busy_fraction"] is None
     assert [row["processes"] for row in records["concurrency"]["rows"]] == [1, 2]
     accuracy = records["reproduce_four_samplers"]
     assert accuracy["complete"] and all(row["knn_top1"] is not None for row in accuracy["sets"].values())
     assert set(accuracy["sets"]) == set(ACCURACY_SETS)
+
+
+@pytest.mark.parametrize("mode", [[], ["--smoke"]])
+def test_the_device_check_s_time_boxes_fit_its_budget_with_the_install(mode: list[str]) -> None:
+    """``--plan``: the parts' boxes and the install fit the default budget, and a budget they overflow is refused."""
+    plan = subprocess.run(["bash", "benchmarks/device_check.sh", *mode, "--plan"], cwd=ROOT, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    boxes, install, budget = (
+        int(number) for number in re.findall(r"\(sum (\d+) s\) \+ install (\d+) s against a budget of (\d+)", plan.stdout)[0]
+    )
+    assert boxes + install <= budget
+    tight = subprocess.run(
+        ["bash", "benchmarks/device_check.sh", *mode, "--plan", "--budget", str(boxes)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert tight.returncode == 2 and "do not fit" in tight.stderr
+
+
+def test_a_failure_injected_names_its_part_or_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HCL_DEVICE_CHECK_FAIL`` fails exactly the parts and rows it names."""
+    monkeypatch.setenv("HCL_DEVICE_CHECK_FAIL", "profile, throughput:ucl")
+    with pytest.raises(RuntimeError, match=INJECTED):
+        fail_if_asked("profile")
+    with pytest.raises(RuntimeError, match="throughput:ucl"):
+        fail_if_asked("throughput", "ucl")
+    fail_if_asked("throughput")
+    fail_if_asked("throughput", "hucl")
+    fail_if_asked("concurrency")
