@@ -61,9 +61,10 @@ def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
 
 def commit() -> dict[str, Any]:
     """The commit the run's code came from and whether tracked files differ from it (:mod:`hcl_cli.provenance`); where
-    the working folder is no git repository (a copy sent to a GPU machine), the commit ``HCL_COMMIT`` names, unverified."""
+    ``HCL_COMMIT`` is set, that commit, unverified: a copy of the tree sent to a GPU machine carries a ``.git`` of its own
+    that need not be the sender's."""
     head = git_head()
-    if head is None:
+    if os.environ.get("HCL_COMMIT") or head is None:
         return {"commit": os.environ.get("HCL_COMMIT"), "dirty": None}
     changed = [path for path in changed_files() or [] if not path.startswith("benchmarks/results/")]  # what runs write
     return {"commit": head, "dirty": bool(changed)}

@@ -34,8 +34,9 @@
 #
 # The call (the device tool; the 480 s budget includes the install; timeout_s 540 leaves room for the last kill, and the
 # session's 15 minutes of device time for the machine's start):
-#   run(command="set -o pipefail; bash benchmarks/device_check.sh --results $OUT 2>&1 | tee $OUT/device_check.log",
+#   run(command="set -o pipefail; export HCL_COMMIT=SHA; bash benchmarks/device_check.sh --results $OUT 2>&1 | tee $OUT/device_check.log",
 #       carry=[".carry"], timeout_s=540)
+# with SHA the commit sent, all of the tree committed (the copy's own .git can name another: benchmarks/common.py).
 # then copy the returned *_cuda.json into benchmarks/results/, commit them, and take the README's figures from them.
 #
 # Usage: benchmarks/device_check.sh [--smoke] [--plan] [--results DIR] [--work DIR] [--budget SECONDS] [--parts setup,tests,...]

@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, prepared, write_result
+from benchmarks.common import ROOT, portable, prepared, write_result
 from hcl_cli.config import EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig
 from hcl_cli.runtime import resolve_device
 from hcl_cli.stages import embed, knn_eval, linear_eval, pretrain
@@ -197,7 +197,9 @@ def main() -> None:
         stopped = str(stop)
     log_path = table.work / "invocations.json"
     invocations = json.loads(log_path.read_text()) if log_path.is_file() else []
-    invocations.append({"started": started, "command": shlex.join(sys.argv), "stages": table.events, "stopped": stopped})
+    invocations.append(
+        {"started": started, "command": shlex.join(portable(argument) for argument in sys.argv), "stages": table.events, "stopped": stopped}
+    )
     log_path.write_text(json.dumps(invocations, indent=2) + "\n")
     rows = {name: row(set_configs, sets[name].get("paper")) for name, set_configs in configs.items()}
     for name, figures in rows.items():
@@ -205,7 +207,13 @@ def main() -> None:
     complete = stopped is None
     write_result(
         f"reproduce_{args.name}",
-        {"complete": complete, "work": str(table.work), "prepare": prepare_values, "sets": rows, "invocations": invocations},
+        {
+            "complete": complete,
+            "work": portable(str(table.work.resolve())),
+            "prepare": prepare_values,
+            "sets": rows,
+            "invocations": invocations,
+        },
         resolve_device(args.device),
     )
     if not complete:
