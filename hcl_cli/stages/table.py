@@ -89,6 +89,8 @@ class TableRequest:
     prefix: str = ""
     """The results file is ``OUT/PREFIXNAME.json`` (the benchmarks' ``reproduce_graph_``), as are the merged names'."""
     writer: Writer = field(default=write_json, compare=False)
+    markdown_file: bool = True
+    """Whether to write ``OUT/NAME.md`` beside the results (the benchmarks' folder keeps JSON only)."""
 
     def results_file(self, name: str) -> Path:
         return self.out / f"{self.prefix}{name}.json"
@@ -177,7 +179,8 @@ def run(request: TableRequest) -> dict[str, Any]:
     path = request.results_file(request.name)
     request.writer(path, result)
     text = markdown(result)
-    save_text(path.with_suffix(".md"), text)
+    if request.markdown_file:
+        save_text(path.with_suffix(".md"), text)
     print(text, end="", flush=True)
     if stopped:
         raise TableStopped(f"{stopped}; wrote {shown(path)} with the runs done: rerun the same command to continue")
