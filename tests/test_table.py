@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from hcl_cli.errors import UsageError
+from hcl_cli.stages import table as table_stage
+from hcl_cli.stages.table import TableRequest
 from hcl_cli.tables.markdown import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,3 +81,31 @@ def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
     assert lines[0].endswith("| seed 0 reruns equal at 0123456789+dirty |")
     assert lines[2].endswith("| yes |") and lines[3].endswith("| no: 80.00 recorded, 79.50 now |")
     assert "reruns equal" not in markdown(result)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"datasets": ("foo",)}, "--datasets foo"),
+        ({"methods": ("nope",)}, "unknown method 'nope'"),
+        ({"methods": ("scl@official",)}, "readings differ only"),
+        ({"seeds": 0}, "--seeds"),
+        ({"name": "../x"}, "--name"),
+        ({"data": Path("nowhere")}, "--data nowhere: no such file"),
+    ],
+)
+def test_a_bad_request_is_one_usage_error_and_writes_nothing(tmp_path: Path, change: dict, says: str) -> None:
+    request = TableRequest(
+        **{"name": "x", "datasets": ("mutag",), "methods": ("ucl",), "data": ROOT / "data" / "raw", "out": tmp_path / "out", **change}
+    )
+    with pytest.raises(UsageError, match=re.escape(says)):
+        table_stage.run(request)
+    assert not (tmp_path / "out").exists()
+
+
+def test_verify_of_a_missing_or_foreign_file_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such file"):
+        table_stage.verify(tmp_path / "missing.json")
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    with pytest.raises(UsageError, match="not a table's results file"):
+        table_stage.verify(tmp_path / "other.json")

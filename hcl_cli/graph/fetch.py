@@ -24,7 +24,7 @@ import zlib
 from pathlib import Path
 
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.graph.tu import folder_archive, folder_files
+from hcl_cli.graph.tu import check_name, folder_archive, folder_files
 from hcl_cli.progress import progress
 
 TU_SITE = "https://www.chrsmrrs.com/graphkerneldatasets"
@@ -38,6 +38,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.()-]*")
 def tu_source(path: Path, name: str) -> Path:
     """What to read ``name`` from: ``path`` itself, unless it is a folder that holds no ``name`` (neither its files nor its
     zip), then the zip fetched into ``path/tu/NAME.zip``."""
+    check_name(name)
     if not path.is_dir() or folder_files(path, name) is not None or folder_archive(path, name) is not None:
         return path
     return fetch(name, path / "tu" / f"{name}.zip")

@@ -83,8 +83,7 @@ def read_tu_files(source: str | Path, name: str) -> TuGraphs:
     ``tu/NAME/``, or else the zip ``tu/NAME.zip`` or ``NAME.zip``. A missing source or an invalid name is a :class:`UsageError`; a missing or
     malformed file an :class:`HclError`.
     """
-    if not name or name in (".", "..") or any(ch in name for ch in "/\\\0"):
-        raise UsageError(f"invalid TU dataset name {name!r}: expected a plain name such as MUTAG")
+    check_name(name)
     path = Path(source)
     if path.is_dir() and (archive := folder_archive(path, name)) is not None:
         path = archive
@@ -95,6 +94,12 @@ def read_tu_files(source: str | Path, name: str) -> TuGraphs:
     else:
         raise UsageError(f"{path}: no such file or folder (expected a TU archive such as tu.tar.gz, or a folder of TU files)")
     return _check(name, str(path), raw, labels)
+
+
+def check_name(name: str) -> None:
+    """A :class:`UsageError` unless ``name`` is a plain file-name prefix (no path)."""
+    if not name or name in (".", "..") or any(ch in name for ch in "/\\\0"):
+        raise UsageError(f"invalid TU dataset name {name!r}: expected a plain name such as MUTAG")
 
 
 def folder_archive(root: Path, name: str) -> Path | None:

@@ -4,7 +4,7 @@ Every method is a graph preset's ``pretrain`` values (:mod:`hcl_cli.tables.metho
 scratch once per seed 0..N-1, every method on the same seeds, and read out with the papers' SVM
 protocol; per seed the untrained encoder is read out the same way (:mod:`hcl_cli.tables.runs`).
 Each dataset is prepared once (``hcl prepare``'s stage code, from ``--data``: the shipped or
-fetched TU zips under ``data/raw`` by default) into ``WORK/prepared/NAME`` and loaded once.
+fetched TU zips under ``data/raw`` by default) into ``WORK/prepared/NAME-HASH`` (one per ``--data``) and loaded once.
 
 Runs are recorded one by one in ``WORK/runs.json``, each with its provenance (commit, dirty flag,
 versions, machine: :func:`hcl_cli.provenance.run_identity`); a rerun skips the runs done (and
@@ -24,6 +24,7 @@ numbers) and ``OUT/NAME.md``, the table as the README prints it, also printed on
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -109,6 +110,8 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
         raise UsageError(f"--datasets {','.join(unknown) or '(none)'}: expected some of {', '.join(presets.TU_DATASETS)}")
     if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1 or request.time_budget < 0:
         raise UsageError("--seeds, --epochs and --threads must be at least 1, --time-budget at least 0")
+    if not request.data.exists():
+        raise UsageError(f"--data {shown(request.data)}: no such file or folder (the TU data: data/raw, a zip or a tar archive)")
     names = expand(list(request.methods))
     return {dataset: {name: method(dataset, name) for name in dict.fromkeys(["ucl", *names])} for dataset in request.datasets}
 
@@ -190,6 +193,8 @@ def run(request: TableRequest) -> dict[str, Any]:
 def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1) -> dict[str, Any]:
     """Rerun one seed of every row of the results file ``results`` at the current commit
     (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it and return it."""
+    if not results.is_file():
+        raise UsageError(f"--verify {shown(results)}: no such file")
     result = read_json(results, None)
     if not isinstance(result, dict) or not isinstance(result.get("datasets"), dict):
         raise UsageError(f"--verify {shown(results)}: not a table's results file (no datasets in it)")
@@ -203,8 +208,10 @@ def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = Non
 
 
 def prepared(work: Path, tu_name: str, source: Path) -> Prepared:
-    """The TU dataset ``tu_name`` prepared from ``source`` into ``WORK/prepared/NAME`` (once, with hcl prepare's stage code), loaded."""
-    folder = work / "prepared" / tu_name
+    """The TU dataset ``tu_name`` prepared from ``source`` into ``WORK/prepared/NAME-HASH`` (once per source, with hcl prepare's stage
+    code), loaded."""
+    digest = hashlib.sha256(os.fsencode(source.resolve())).hexdigest()[:8]
+    folder = work / "prepared" / f"{tu_name}-{digest}"  # another --data prepares afresh
     if not (folder / "card.json").is_file():
         prepare.run(PrepareConfig(dataset="tu", name=tu_name, path=str(source), out=str(folder)))
     return load_prepared(folder)

@@ -91,6 +91,7 @@ def verification(
         **run_identity(),
         "seed_rule": "0 (else the row's first)",
         "epochs": result.get("epochs"),
+        "data": {dataset: {"source": Path(data.card.source).name, "files": data.card.files} for dataset, data in loaded.items()},
         "rows": checked,
         "equal": sum(row["equal"] for row in checked),
         "total": len(checked),
