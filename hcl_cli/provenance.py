@@ -134,5 +134,20 @@ def run_identity() -> dict[str, Any]:
         "dirty": None if changed is None else bool(changed),
         "changed": changed,
         "versions": {"python": platform.python_version(), "hcl": __version__, **{name: installed(name) for name in RUN_LIBRARIES}},
-        "machine": {"node": platform.node(), "processor": platform.processor() or platform.machine(), "system": platform.system()},
+        "machine": {
+            "node": platform.node(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_model": cpu_model(),
+            "system": platform.system(),
+        },
     }
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; None where there is none), e.g. ``Intel(R) Xeon(R) Processor``:
+    the same code and seed can train to other numbers on another CPU (its float kernels differ)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
+    except OSError:
+        return None

@@ -74,13 +74,16 @@ def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
         "dirty": True,
         "rows": [
             {"dataset": "MUTAG", "method": "untrained", "seed": 0, "recorded": 80.0, "now": 80.0, "equal": True},
-            {"dataset": "MUTAG", "method": "ucl", "seed": 0, "recorded": 80.0, "now": 79.5, "equal": False},
+            {"dataset": "MUTAG", "method": "ucl", "seed": 0, "recorded": 80.0, "now": 79.5, "equal": False, "recorded_cpu": "Intel"},
         ],
+        "machine": {"cpu_model": "Intel"},
     }
     lines = markdown(result, record).splitlines()
     assert lines[0].endswith("| seed 0 reruns equal at 0123456789+dirty |")
     assert lines[2].endswith("| yes |") and lines[3].endswith("| no: 80.00 recorded, 79.50 now |")
     assert "reruns equal" not in markdown(result)
+    record["rows"][1]["recorded_cpu"] = "AMD EPYC"
+    assert markdown(result, record).splitlines()[3].endswith("| no: 80.00 recorded, 79.50 now (made on AMD EPYC, rerun on Intel) |")
 
 
 @pytest.mark.parametrize(

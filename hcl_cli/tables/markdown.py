@@ -155,7 +155,9 @@ def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[
         elif row.get("now") is None:
             cells[row["dataset"], row["method"]] = f"not rerun ({row.get('error', 'no result')})"
         else:
-            cells[row["dataset"], row["method"]] = f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now"
+            now_cpu, then_cpu = (verification.get("machine") or {}).get("cpu_model"), row.get("recorded_cpu")
+            where = f" (made on {then_cpu}, rerun on {now_cpu})" if then_cpu and now_cpu and then_cpu != now_cpu else ""
+            cells[row["dataset"], row["method"]] = f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now{where}"
     return f"seed 0 reruns equal at {commit}", cells
 
 

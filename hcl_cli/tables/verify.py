@@ -36,8 +36,15 @@ def file_epochs(result: dict[str, Any]) -> int | None:
     return epochs if isinstance(epochs, int) else None
 
 
-def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dict[str, Any]]]:
-    """Per row of ``result``: (dataset, method or ``untrained``, the seed to rerun, its recorded accuracy, the parameters)."""
+def recorded_cpu(result: dict[str, Any], row: dict[str, Any], seed: int) -> str | None:
+    """The CPU that made ``row``'s run of ``seed``: its own provenance where the file keeps one, else the file's machine."""
+    made = (row.get("provenance") or [None] * len(row["seeds"]))[row["seeds"].index(seed)] or {}
+    return (made.get("machine") or {}).get("cpu_model") or (result.get("machine") or {}).get("cpu_model")
+
+
+def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dict[str, Any], str | None]]:
+    """Per row of ``result``: (dataset, method or ``untrained``, the seed to rerun, its recorded accuracy, the parameters, the CPU
+    that made it)."""
     rows = []
     for dataset, entry in result.get("datasets", {}).items():
         methods = entry.get("methods", {})
@@ -52,7 +59,7 @@ def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dic
                 )
             seed = 0 if 0 in row["seeds"] else min(row["seeds"])
             recorded = row["accuracies"][row["seeds"].index(seed)]
-            rows.append((dataset, name, seed, float(recorded), parameters))
+            rows.append((dataset, name, seed, float(recorded), parameters, recorded_cpu(result, row, seed)))
     return rows
 
 
@@ -65,7 +72,8 @@ def verification(
     started = time.monotonic()
     loaded: dict[str, Prepared] = {}
     checked = []
-    for index, (dataset, name, seed, recorded, parameters) in enumerate(planned, start=1):
+    identity = run_identity()
+    for index, (dataset, name, seed, recorded, parameters, cpu) in enumerate(planned, start=1):
         if dataset not in loaded:
             loaded[dataset] = load(dataset)
         run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained")
@@ -79,6 +87,7 @@ def verification(
                 "recorded": recorded,
                 "now": now,
                 "equal": equal,
+                "recorded_cpu": cpu,
                 "seconds": run["train_seconds"] + run["eval_seconds"],
             }
         )
@@ -88,7 +97,7 @@ def verification(
     return {
         "verifies": source,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        **run_identity(),
+        **identity,
         "seed_rule": "0 (else the row's first)",
         "epochs": result.get("epochs"),
         "data": {dataset: {"source": Path(data.card.source).name, "files": data.card.files} for dataset, data in loaded.items()},
