@@ -27,7 +27,7 @@ from hcl_cli.distributed import DistributedContext
 from hcl_cli.image.card import CARD_FILE, DatasetCard, load_card
 from hcl_cli.image.prepared import load_split
 from hcl_cli.image.step import TrainingStep, build_training
-from hcl_cli.provenance import changed_files, git_head
+from hcl_cli.provenance import changed_files, cpu_model, git_head
 from hcl_cli.stages import prepare
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
@@ -137,15 +137,6 @@ def timed_epochs(training: TrainingRun, epochs: int, warmup: int) -> list[float]
         synchronize(device)
         seconds.append(time.perf_counter() - start)
     return seconds
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; None where there is none), e.g. ``Intel(R) Xeon(R) Processor``."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
-    except OSError:
-        return None
 
 
 def cpu_count() -> int:

@@ -7,6 +7,9 @@ options given on the command line win; the stage's configuration checks every va
 the stage receives it frozen. Stage modules, and with them torch, are imported only when a stage
 runs, so ``--help`` stays instant. This module is the front end: no stage imports it, so editing
 a help text here or in another stage's declarations reruns no pipeline stage.
+
+One room: the Typer app is one object whose commands are listed in one place; each command is a
+thin call of its stage's ``run`` (``hcl table`` and ``hcl compare`` included), the work is in ``stages/``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.config.prepare import PrepareConfig
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.config.report import ReportConfig
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, UsageError
 from hcl_cli.option import Option, option_name, parse_bool, parse_number
 from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
 from hcl_cli.training.signals import Interrupted, exit_with, interrupt_policy
@@ -262,6 +265,63 @@ def compare(
     from hcl_cli.stages import compare as compare_stage
 
     compare_stage.run(out, compare_stage.Selection(tuple(sampler or ()), tuple(where or ()), name, dataset))
+
+
+@app.command("table", cls=HelpCommand)
+def table(
+    name: Annotated[str | None, typer.Option(help="The table's name: writes OUT/NAME.json and OUT/NAME.md, works in OUT/NAME/.")] = None,
+    datasets: Annotated[
+        str, typer.Option(help="Comma-separated: mutag, ptc, enzymes, imdb-b, imdb-m, proteins, dd, reddit-b.")
+    ] = "mutag,ptc",
+    methods: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), or rows such as ucl, hucl, hscl, ot-eps0.5."
+        ),
+    ] = "table2,table5",
+    seeds: Annotated[int, typer.Option(help="Run seeds 0..N-1 of every method.")] = 10,
+    epochs: Annotated[int | None, typer.Option(help="Train this many epochs instead of the presets' 200 (a smoke run).")] = None,
+    data: Annotated[
+        str, typer.Option(help="The TU data: a folder (data/raw: the shipped and fetched tu/NAME.zip), a zip or a tar archive.")
+    ] = "data/raw",
+    out: Annotated[str, typer.Option(help="Folder of the results files.")] = "runs/tables",
+    time_budget: Annotated[
+        float, typer.Option(help="Stop between runs after this many seconds (exit 75; rerun to continue). 0: no limit.")
+    ] = 0.0,
+    merge: Annotated[
+        list[str] | None,
+        typer.Option(help="Also take the runs of OUT/NAME.json of this other part (repeatable): parts run side by side, joined."),
+    ] = None,
+    threads: Annotated[int, typer.Option(help="Torch threads (1 is fastest for these small models on a shared CPU).")] = 1,
+    verify: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FILE",
+            help="Rerun one seed (0) of every row of the results FILE at this commit, say per row whether it is equal, write verify_FILE beside it.",
+        ),
+    ] = None,
+) -> None:
+    """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3) from the shipped or fetched TU data: every method on the same seeds, ours beside the paper's number, paired differences with 95% intervals, the untrained encoder."""
+    from hcl_cli.stages import table as table_stage
+
+    if verify is not None:
+        table_stage.verify(Path(verify), Path(data), threads=threads)
+        return
+    if name is None:
+        raise UsageError("--name is required (but with --verify)")
+    request = table_stage.TableRequest(
+        name=name,
+        datasets=tuple(filter(None, datasets.split(","))),
+        methods=tuple(filter(None, methods.split(","))),
+        seeds=seeds,
+        epochs=epochs,
+        data=Path(data),
+        out=Path(out),
+        threads=threads,
+        time_budget=time_budget,
+        merge=tuple(merge or ()),
+    )
+    table_stage.run(request)
 
 
 def main(argv: list[str] | None = None) -> None:

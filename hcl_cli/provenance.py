@@ -18,6 +18,9 @@ from typing import Any
 import torch
 import yaml
 
+from hcl_cli import __version__
+from hcl_cli.versions import installed
+
 DVC_WRITES = ("dvc.lock",)
 """Files DVC itself rewrites on every run, beside the outputs dvc.yaml declares."""
 
@@ -116,3 +119,35 @@ def describe_extent(record: dict[str, Any] | None, epochs: int | None) -> str:
 
 def now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
+
+
+RUN_LIBRARIES = ("torch", "numpy", "scipy", "scikit-learn")
+"""The libraries whose versions every table run records (a change of any may move its numbers)."""
+
+
+def run_identity() -> dict[str, Any]:
+    """What made one run, for a results file's run records: the commit, whether tracked code differed from it (``dirty``,
+    the files named in ``changed``), the versions of Python, hcl and :data:`RUN_LIBRARIES`, and the machine (no path)."""
+    head, changed = git_head(), changed_files()
+    return {
+        "commit": head,
+        "dirty": None if changed is None else bool(changed),
+        "changed": changed,
+        "versions": {"python": platform.python_version(), "hcl": __version__, **{name: installed(name) for name in RUN_LIBRARIES}},
+        "machine": {
+            "node": platform.node(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_model": cpu_model(),
+            "system": platform.system(),
+        },
+    }
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``; None where there is none), e.g. ``Intel(R) Xeon(R) Processor``:
+    the same code and seed can train to other numbers on another CPU (its float kernels differ)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
+    except OSError:
+        return None

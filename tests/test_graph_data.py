@@ -209,7 +209,7 @@ def test_links_in_the_archive_are_refused_and_nothing_is_extracted(tmp_path: Pat
 def test_a_corrupt_archive_is_one_line(tmp_path: Path) -> None:
     archive = tmp_path / "tu.tar.gz"
     archive.write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
-    with pytest.raises(HclError, match="not a readable tar archive"):
+    with pytest.raises(HclError, match="not a readable zip or tar archive"):
         read_tu_files(archive, NAME)
 
 

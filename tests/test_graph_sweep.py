@@ -55,6 +55,17 @@ def wait_for_the_queue(clone: Path) -> None:
         time.sleep(5)
 
 
+def queued_sampler_sweep(clone: Path) -> dict[str, dict]:
+    """Queue ``-S pretrain.sampler=ucl,hucl`` in ``clone``, run the queue to the end, and return the two experiments by name."""
+    run(["dvc", "exp", "run", "--queue", "-n", "sampler", "-S", "pretrain.sampler=ucl,hucl"], clone)
+    run(["dvc", "queue", "start"], clone)
+    wait_for_the_queue(clone)
+    (baseline,) = [entry for entry in json.loads(stdout(clone, "dvc", "exp", "show", "--json")) if entry["rev"] != "workspace"]
+    finished = {group["name"]: group for group in baseline["experiments"] or []}
+    assert set(finished) == {"sampler-1", "sampler-2"}, finished.keys()
+    return finished
+
+
 def test_a_queued_sweep_over_two_samplers_runs_to_the_end_in_a_fresh_clone(tmp_path: Path) -> None:
     origin, clone = tmp_path / "origin", tmp_path / "clone"
     copy_pipeline(origin)
@@ -73,13 +84,7 @@ def test_a_queued_sweep_over_two_samplers_runs_to_the_end_in_a_fresh_clone(tmp_p
 
     git(tmp_path, "clone", "-q", str(origin), str(clone))
     run(["dvc", "pull", "data/raw/tu.tar.gz.dvc", "prepare"], clone)
-    run(["dvc", "exp", "run", "--queue", "-n", "sampler", "-S", "pretrain.sampler=ucl,hucl"], clone)
-    run(["dvc", "queue", "start"], clone)
-    wait_for_the_queue(clone)
-
-    (baseline,) = [entry for entry in json.loads(stdout(clone, "dvc", "exp", "show", "--json")) if entry["rev"] != "workspace"]
-    finished = {group["name"]: group for group in baseline["experiments"] or []}
-    assert set(finished) == {"sampler-1", "sampler-2"}, finished.keys()
+    finished = queued_sampler_sweep(clone)
     samplers = set()
     for name, group in finished.items():
         assert (group["executor"] or {}).get("state") in (None, "success"), run(["dvc", "queue", "logs", name], clone)
@@ -101,3 +106,30 @@ def test_a_queued_sweep_over_two_samplers_runs_to_the_end_in_a_fresh_clone(tmp_p
     write_archive(clone / "data" / "raw" / "tu.tar.gz", tmp_path / "other", seed=1)
     run(["dvc", "add", "data/raw/tu.tar.gz"], clone)
     assert "prepare" in json.loads(stdout(clone, "dvc", "status", "--json", "prepare")), "another archive reruns prepare"
+
+
+def test_a_queued_sweep_of_a_mutag_preset_runs_in_a_fresh_clone_from_the_shipped_data(tmp_path: Path) -> None:
+    """No DVC remote, no network, no ../shared: the preset reads data/raw, where MUTAG ships (data/raw/tu/MUTAG.zip)."""
+    origin, clone = tmp_path / "origin", tmp_path / "clone"
+    copy_pipeline(origin)
+    assert (origin / "data" / "raw" / "tu" / "MUTAG.zip").is_file()
+    shutil.copy(ROOT / "params.yaml", origin / "params.yaml")
+    run(["hcl", "preset", "hscl-mutag-hucl", "--no-estimate"], origin)
+    set_params(origin, {key: value for key, value in SWEEP_PARAMS.items() if key != "prepare"})
+    git(origin, "init", "-q")
+    run(["dvc", "init", "-q"], origin)
+    run(["dvc", "config", "core.analytics", "false"], origin)
+    git(origin, "add", "-A")
+    git(origin, "commit", "-q", "-m", "a MUTAG preset on the shipped data")
+
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    finished = queued_sampler_sweep(clone)
+    for name, group in finished.items():
+        assert (group["executor"] or {}).get("state") in (None, "success"), run(["dvc", "queue", "logs", name], clone)
+        data = group["revs"][0]["data"]
+        assert data["params"]["params.yaml"]["data"]["prepare"] == {
+            **data["params"]["params.yaml"]["data"]["prepare"],
+            "name": "MUTAG",
+            "path": "data/raw",
+        }
+        assert data["metrics"]["metrics/linear.json"]["data"]["protocol"] == "svm"

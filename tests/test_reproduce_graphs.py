@@ -14,10 +14,12 @@ from test_graph_step import write_toy_tu
 from benchmarks import common, reproduce_graphs
 from benchmarks.reproduce_graphs import load_dataset, mean_interval, method, paired, train_encoder
 from hcl_cli.config import PretrainConfig
+from hcl_cli.errors import UsageError
 from hcl_cli.graph.modality import GRAPHS
 from hcl_cli.presets import PRESETS
 from hcl_cli.presets.graphs import infograph
 from hcl_cli.stages import pretrain
+from hcl_cli.stages import table as table_stage
 
 
 def test_the_benchmarks_training_is_hcl_pretrains(tmp_path: Path) -> None:
@@ -52,7 +54,7 @@ def test_methods_carry_both_tables_numbers_and_the_official_reading() -> None:
         "57.3",
     )
     assert (ot.pretrain["ot_epsilon"], ot.paper) == (0.1, {"HCL-OT Table V": "88.2"})
-    with pytest.raises(SystemExit, match="readings differ only"):
+    with pytest.raises(UsageError, match="readings differ only"):
         method("mutag", "scl@official")
 
 
@@ -106,7 +108,7 @@ def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_ag
     def no_more_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("a merged run was trained again")
 
-    monkeypatch.setattr(reproduce_graphs, "run_one", no_more_training)
+    monkeypatch.setattr(table_stage, "run_one", no_more_training)
     merged = invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", "hscl", "--merge", "part_a", "part_b")
     rows = merged["datasets"]["MUTAG"]["methods"]
     assert rows["scl"]["accuracies"] == part_a["datasets"]["MUTAG"]["methods"]["scl"]["accuracies"]

@@ -7,9 +7,10 @@ of each graph; ``NAME_node_labels.txt`` (integers per node) and ``NAME_node_attr
 (numbers per node) are optional. Edge labels and attributes are not read: the papers' GIN ignores
 them.
 
-The files come from a folder or from a tar archive (``tu/NAME/`` or ``NAME/`` members, the layout
-of ``tu.tar.gz``), streamed member by member and never extracted to disk; a member that is a link
-or not a regular file is refused. Every problem is a one-line :class:`~hcl_cli.errors.HclError`
+The files come from a folder, from a zip as the collection serves each dataset (``NAME/`` members;
+MUTAG and PTC_MR ship in ``data/raw/tu/``, others are fetched there by :mod:`hcl_cli.graph.fetch`)
+or from a tar archive (``tu/NAME/`` or ``NAME/`` members, the layout of ``tu.tar.gz``), read member
+by member and never extracted to disk; a member that is a link or not a regular file is refused. Every problem is a one-line :class:`~hcl_cli.errors.HclError`
 naming the file and, where there is one, the line.
 
 The edges are what torch-geometric's ``read_tu_data`` (torch_geometric/io/tu.py, 2.8.1) makes of
@@ -22,8 +23,11 @@ where they do not, :attr:`TuGraphs.notes` says so once (``hcl prepare`` prints i
 from __future__ import annotations
 
 import hashlib
+import stat
 import tarfile
+import zipfile
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -73,15 +77,16 @@ class TuGraphs:
 
 
 def read_tu_files(source: str | Path, name: str) -> TuGraphs:
-    """Read and check the TU dataset ``name`` from ``source``: a tar archive or a folder.
+    """Read and check the TU dataset ``name`` from ``source``: a zip or tar archive, or a folder.
 
     A folder may hold the files itself or in ``NAME/``, ``NAME/raw/`` (torch-geometric's layout) or
-    ``tu/NAME/``. A missing source or an invalid name is a :class:`UsageError`; a missing or
+    ``tu/NAME/``, or else the zip ``tu/NAME.zip`` or ``NAME.zip``. A missing source or an invalid name is a :class:`UsageError`; a missing or
     malformed file an :class:`HclError`.
     """
-    if not name or name in (".", "..") or any(ch in name for ch in "/\\\0"):
-        raise UsageError(f"invalid TU dataset name {name!r}: expected a plain name such as MUTAG")
+    check_name(name)
     path = Path(source)
+    if path.is_dir() and (archive := folder_archive(path, name)) is not None:
+        path = archive
     if path.is_dir():
         raw, labels = _read_folder(path, name)
     elif path.is_file():
@@ -91,14 +96,33 @@ def read_tu_files(source: str | Path, name: str) -> TuGraphs:
     return _check(name, str(path), raw, labels)
 
 
+def check_name(name: str) -> None:
+    """A :class:`UsageError` unless ``name`` is a plain file-name prefix (no path)."""
+    if not name or name in (".", "..") or any(ch in name for ch in "/\\\0"):
+        raise UsageError(f"invalid TU dataset name {name!r}: expected a plain name such as MUTAG")
+
+
+def folder_archive(root: Path, name: str) -> Path | None:
+    """The zip of ``name`` in the folder ``root`` (``tu/NAME.zip`` or ``NAME.zip``, as the TU collection serves it) where
+    ``root`` holds no folder of its files; None otherwise."""
+    if folder_files(root, name) is not None:
+        return None
+    return next((zip_ for zip_ in (root / "tu" / f"{name}.zip", root / f"{name}.zip") if zip_.is_file()), None)
+
+
+def folder_files(root: Path, name: str) -> Path | None:
+    """The folder under ``root`` that holds the TU files of ``name`` (``root``, ``NAME/``, ``NAME/raw/`` or ``tu/NAME/``); None where none does."""
+    candidates = [root, root / name, root / name / "raw", root / "tu" / name]
+    return next((c for c in candidates if (c / f"{name}_A.txt").is_file() or (c / f"{name}_graph_indicator.txt").is_file()), None)
+
+
 def _read_folder(root: Path, name: str) -> tuple[dict[str, bytes], dict[str, str]]:
     """The TU files of ``name`` under ``root`` (bytes and display label per file kind)."""
-    candidates = [root, root / name, root / name / "raw", root / "tu" / name]
-    folder = next((c for c in candidates if (c / f"{name}_A.txt").is_file() or (c / f"{name}_graph_indicator.txt").is_file()), None)
+    folder = folder_files(root, name)
     if folder is None:
         found = sorted({p.name[: -len("_A.txt")] for c in (root, root / "tu") if c.is_dir() for p in c.rglob("*_A.txt")})
         holds = f"; it holds {', '.join(found)}" if found else ""
-        raise HclError(f"{root}: no TU dataset {name} (no {name}_A.txt in it, {name}/, {name}/raw/ or tu/{name}/){holds}")
+        raise HclError(f"{root}: no TU dataset {name} (no {name}_A.txt in it, {name}/, {name}/raw/ or tu/{name}/, no tu/{name}.zip){holds}")
     raw: dict[str, bytes] = {}
     labels: dict[str, str] = {}
     for kind in REQUIRED + OPTIONAL:
@@ -115,33 +139,56 @@ def _read_folder(root: Path, name: str) -> tuple[dict[str, bytes], dict[str, str
 
 
 def _read_archive(archive: Path, name: str) -> tuple[dict[str, bytes], dict[str, str]]:
-    """The TU files of ``name`` in the tar archive ``archive``, read as a stream (nothing extracted)."""
+    """The TU files of ``name`` in the archive ``archive`` (a zip, as the TU collection serves each dataset, or a tar), read
+    member by member (nothing extracted)."""
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as handle:
+                members = ((info.filename, _zip_regular(info), lambda info=info: handle.read(info)) for info in handle.infolist())
+                return _read_members(archive, name, members)
+        with tarfile.open(archive, mode="r|*") as tar:
+            return _read_members(archive, name, ((m.name, m.isfile(), lambda m=m: _tar_member(tar, m)) for m in tar))
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
+        raise HclError(f"{archive}: not a readable zip or tar archive ({exc})") from exc
+
+
+def _zip_regular(info: zipfile.ZipInfo) -> bool:
+    """Whether a zip member is a regular file (not a folder, and not a link or special file by its Unix mode, where it has one)."""
+    mode = info.external_attr >> 16
+    return not info.is_dir() and stat.S_IFMT(mode) in (0, stat.S_IFREG)
+
+
+def _tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = tar.extractfile(member)
+    if handle is None:
+        raise HclError(f"{member.name}: not a readable member")
+    return handle.read()
+
+
+def _read_members(
+    archive: Path, name: str, members: Iterable[tuple[str, bool, Callable[[], bytes]]]
+) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The TU files of ``name`` among an archive's ``members`` (name, is a regular file, its bytes): ``NAME/`` or ``tu/NAME/``
+    members only, each once, links and special members refused."""
     wanted = {f"{name}_{kind}.txt": kind for kind in REQUIRED + OPTIONAL}
     raw: dict[str, bytes] = {}
     labels: dict[str, str] = {}
     prefixes: set[str] = set()
     datasets: set[str] = set()
-    try:
-        with tarfile.open(archive, mode="r|*") as tar:
-            for member in tar:
-                parts = PurePosixPath(member.name.removeprefix("./")).parts
-                if parts and parts[-1].endswith("_A.txt"):
-                    datasets.add(parts[-1][: -len("_A.txt")])
-                if not (parts and parts[-1] in wanted and parts[:-1] in ((name,), ("tu", name))):
-                    continue
-                label = f"{archive}:{member.name}"
-                kind = wanted[parts[-1]]
-                if not member.isfile():
-                    raise HclError(f"{label}: a link or special member, not a regular file (hcl reads only regular TU files)")
-                if kind in raw:
-                    raise HclError(f"{label}: the archive holds {parts[-1]} twice")
-                prefixes.add("/".join(parts[:-1]))
-                handle = tar.extractfile(member)
-                if handle is None:
-                    raise HclError(f"{label}: not a readable member")
-                raw[kind], labels[kind] = handle.read(), label
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise HclError(f"{archive}: not a readable tar archive ({exc})") from exc
+    for member, regular, read in members:
+        parts = PurePosixPath(member.removeprefix("./")).parts
+        if parts and parts[-1].endswith("_A.txt"):
+            datasets.add(parts[-1][: -len("_A.txt")])
+        if not (parts and parts[-1] in wanted and parts[:-1] in ((name,), ("tu", name))):
+            continue
+        label = f"{archive}:{member}"
+        kind = wanted[parts[-1]]
+        if not regular:
+            raise HclError(f"{label}: a link or special member, not a regular file (hcl reads only regular TU files)")
+        if kind in raw:
+            raise HclError(f"{label}: the archive holds {parts[-1]} twice")
+        prefixes.add("/".join(parts[:-1]))
+        raw[kind], labels[kind] = read(), label
     if not raw:
         holds = f"; it holds {', '.join(sorted(datasets))}" if datasets else ""
         raise HclError(f"{archive}: no TU dataset {name} (no {name}/ or tu/{name}/ member){holds}")

@@ -47,8 +47,8 @@ TU_DATASETS: dict[str, tuple[str, str]] = {
 """Preset key -> (TU dataset name, the papers' column heading). The papers' "PTC" is PTC_MR (HCL
 Table 3 gives it 344 graphs, PTC_MR's count)."""
 
-TU_ARCHIVE = "data/raw/tu.tar.gz"
-"""Where the presets look for the TU files: a ``.tar.gz`` holding ``NAME/NAME_A.txt`` and the rest, or a folder."""
+TU_ARCHIVE = "data/raw"
+"""Where the presets look for the TU files: ``data/raw/tu/NAME.zip`` (MUTAG and PTC_MR ship there, ``hcl prepare`` fetches the others), or a folder of them."""
 
 SVM_PROTOCOL: dict[str, Any] = {
     "protocol": "svm",

@@ -34,6 +34,7 @@ from hcl_cli.artifacts import (
 from hcl_cli.config.prepare import PrepareConfig
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.data import build_dataset
+from hcl_cli.graph.fetch import tu_source
 from hcl_cli.graph.prepared import FOLDER_FILES, write_prepared_graphs
 from hcl_cli.graph.tu import read_tu_files
 from hcl_cli.image.card import CARD_FILE, SPLITS, DatasetCard, save_card
@@ -72,10 +73,12 @@ def run(config: PrepareConfig) -> None:
 
 
 def prepare_graphs(config: PrepareConfig, out: Path) -> None:
-    """Read the TU dataset ``config.name`` from ``config.path`` and write the prepared graph folder
+    """Read the TU dataset ``config.name`` from ``config.path`` (fetched into it first where it is a folder without it:
+    :func:`~hcl_cli.graph.fetch.tu_source`) and write the prepared graph folder
     (:func:`hcl_cli.graph.prepared.write_prepared_graphs`: the graphs, a stratified split, the card), under the same rules."""
-    phase(f"reading {shown(config.name)} from {shown(config.path)}")
-    graphs = read_tu_files(config.path, config.name)
+    source = tu_source(Path(config.path), config.name)
+    phase(f"reading {shown(config.name)} from {shown(source)}")
+    graphs = read_tu_files(source, config.name)
     for note in graphs.notes:
         print(f"hcl prepare: warning: {note}", file=sys.stderr)
     phase(f"writing {shown(out)}")

@@ -1,0 +1,244 @@
+"""``hcl table``: reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3) with N seeded repeats, resumably.
+
+Every method is a graph preset's ``pretrain`` values (:mod:`hcl_cli.tables.methods`), trained from
+scratch once per seed 0..N-1, every method on the same seeds, and read out with the papers' SVM
+protocol; per seed the untrained encoder is read out the same way (:mod:`hcl_cli.tables.runs`).
+Each dataset is prepared once (``hcl prepare``'s stage code, from ``--data``: the shipped or
+fetched TU zips under ``data/raw`` by default) into ``WORK/prepared/NAME-HASH`` (one per ``--data``) and loaded once.
+
+Runs are recorded one by one in ``WORK/runs.json``, each with its provenance (commit, dirty flag,
+versions, machine: :func:`hcl_cli.provenance.run_identity`); a rerun skips the runs done (and
+refuses a method whose parameters changed), those of ``WORK/runs.json`` and those that the results
+file of the same name holds for the same parameters (so a fresh clone resumes from a committed
+file). ``--time-budget`` stops between runs once it is spent (exit 75; rerun the same command to
+continue). ``--merge NAME`` also takes the runs of other results files: parts of one table run
+side by side (each its own ``--name`` and ``--datasets``), then joined by one more invocation with
+every dataset and method. The order is seed-major, so a partial table has every method on the same
+seeds; ot runs come last.
+
+It writes ``OUT/NAME.json`` (per dataset and method the per-seed accuracies, their mean and std,
+the paired differences from ucl and from the untrained encoder with 95% t intervals, the papers'
+numbers) and ``OUT/NAME.md``, the table as the README prints it, also printed on stdout.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hcl_cli.config import PrepareConfig
+from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.presets import graphs as presets
+from hcl_cli.provenance import run_identity
+from hcl_cli.stages import prepare
+from hcl_cli.tables.markdown import markdown
+from hcl_cli.tables.methods import Method, expand, method
+from hcl_cli.tables.runs import Prepared, load_prepared, run_one
+from hcl_cli.tables.summary import runs_in_results, table
+from hcl_cli.tables.verify import record_path, verification
+
+STOPPED_BY_BUDGET = 75
+SVM_NOTE = "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search"
+STD_NOTE = "over seeds, ddof 0 (numpy's default, as the papers' code); intervals: t over the per-seed paired differences"
+
+
+class TableStopped(HclError):
+    """The time budget was spent between two runs: the results file holds what is done; rerun to continue."""
+
+    exit_code = STOPPED_BY_BUDGET
+
+
+Writer = Callable[[Path, dict[str, Any]], None]
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path`` whole (a temporary sibling renamed into place), after the invocation's provenance."""
+    header = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["hcl", *sys.argv[1:]]),
+    }
+    save_text(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """One invocation of ``hcl table`` (its options, :func:`hcl_cli.cli.table`)."""
+
+    name: str
+    datasets: tuple[str, ...] = ("mutag", "ptc")
+    methods: tuple[str, ...] = ("table2", "table5")
+    seeds: int = 10
+    epochs: int | None = None
+    data: Path = Path("data/raw")
+    out: Path = Path("runs/tables")
+    work: Path | None = None
+    threads: int = 1
+    time_budget: float = 0.0
+    merge: tuple[str, ...] = ()
+    prefix: str = ""
+    """The results file is ``OUT/PREFIXNAME.json`` (the benchmarks' ``reproduce_graph_``), as are the merged names'."""
+    writer: Writer = field(default=write_json, compare=False)
+    markdown_file: bool = True
+    """Whether to write ``OUT/NAME.md`` beside the results (the benchmarks' folder keeps JSON only)."""
+
+    def results_file(self, name: str) -> Path:
+        return self.out / f"{self.prefix}{name}.json"
+
+    @property
+    def work_folder(self) -> Path:
+        return self.work or self.out / self.name
+
+
+def check(request: TableRequest) -> dict[str, dict[str, Method]]:
+    """The rows of every dataset (ucl first), or a one-line usage error for a bad name, dataset, method or count."""
+    if not request.name or any(ch in request.name for ch in "/\\\0") or request.name in (".", ".."):
+        raise UsageError(f"--name {request.name!r}: expected a plain name such as mutag_ptc")
+    unknown = [d for d in request.datasets if d not in presets.TU_DATASETS]
+    if unknown or not request.datasets:
+        raise UsageError(f"--datasets {','.join(unknown) or '(none)'}: expected some of {', '.join(presets.TU_DATASETS)}")
+    if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1 or request.time_budget < 0:
+        raise UsageError("--seeds, --epochs and --threads must be at least 1, --time-budget at least 0")
+    if not request.data.exists():
+        raise UsageError(f"--data {shown(request.data)}: no such file or folder (the TU data: data/raw, a zip or a tar archive)")
+    names = expand(list(request.methods))
+    return {dataset: {name: method(dataset, name) for name in dict.fromkeys(["ucl", *names])} for dataset in request.datasets}
+
+
+def run(request: TableRequest) -> dict[str, Any]:
+    """Run what is missing of the table ``request`` names, write its results file and Markdown, and return the results."""
+    methods = check(request)
+    torch.set_num_threads(request.threads)
+    started = time.monotonic()
+    deadline = started + request.time_budget if request.time_budget else math.inf
+    work = request.work_folder
+    work.mkdir(parents=True, exist_ok=True)
+    recorded_path, runs_path = work / "methods.json", work / "runs.json"
+    recorded = read_json(recorded_path, {})
+    for dataset, rows in methods.items():
+        for name, spec in rows.items():
+            key, values = f"{dataset}/{name}", {**spec.pretrain, "epochs": request.epochs or spec.pretrain["epochs"]}
+            if recorded.setdefault(key, values) != json.loads(json.dumps(values)):
+                raise UsageError(f"{shown(work)} ran {key} with other parameters (see {shown(recorded_path)}): use another --name")
+    save_text(recorded_path, json.dumps(recorded, indent=2) + "\n")
+    done: dict[str, Any] = read_json(runs_path, {})
+    epochs = request.epochs or "the presets' (200)"
+    for name in [*request.merge, request.name]:
+        path = request.results_file(name)
+        if path.is_file():
+            done = {**runs_in_results(read_json(path, {}), methods, epochs), **done}
+        elif name != request.name:
+            raise UsageError(f"--merge {name}: no {shown(path)}")
+    queue = [
+        (dataset, name, seed)
+        for phase in (False, True)
+        for seed in range(request.seeds)
+        for dataset in request.datasets
+        for name in ["untrained", *methods[dataset]]
+        if name.startswith("ot-") == phase and (name != "untrained" or not phase)
+    ]
+    loaded: dict[str, Prepared] = {}
+    stopped = None
+    for dataset, name, seed in queue:
+        key = f"{dataset}/{name}/{seed}"
+        if key in done:
+            continue
+        if time.monotonic() >= deadline:
+            stopped = f"time budget spent before {key}"
+            break
+        if dataset not in loaded:
+            loaded[dataset] = prepared(work, presets.TU_DATASETS[dataset][0], request.data)
+        values = methods[dataset]["ucl" if name == "untrained" else name].pretrain
+        done[key] = run_one(values, seed, request.epochs, loaded[dataset], work / "scratch", train=name != "untrained")
+        save_text(runs_path, json.dumps(done, indent=2) + "\n")
+        print(f"hcl table: {key}: {done[key]['accuracy']:.2f} ({done[key]['train_seconds']:.1f} s train)", flush=True)
+    invocations = read_json(work / "invocations.json", [])
+    invocations.append({"command": shlex.join(sys.argv), "seconds": round(time.monotonic() - started, 1), "stopped": stopped})
+    save_text(work / "invocations.json", json.dumps(invocations, indent=2) + "\n")
+    result = {
+        "complete": stopped is None,
+        "work": relative(work),
+        "repeats": request.seeds,
+        "epochs": epochs,
+        "threads": request.threads,
+        "svm": SVM_NOTE,
+        "std": STD_NOTE,
+        "wall_seconds_total": round(sum((r["train_seconds"] or 0) + (r["eval_seconds"] or 0) for r in done.values()), 1),
+        "runs_without_seconds": sum(r["train_seconds"] is None for r in done.values()),
+        "datasets": table(methods, done, request.seeds),
+        "invocations": invocations,
+    }
+    path = request.results_file(request.name)
+    request.writer(path, result)
+    text = markdown(result)
+    if request.markdown_file:
+        save_text(path.with_suffix(".md"), text)
+    print(text, end="", flush=True)
+    if stopped:
+        raise TableStopped(f"{stopped}; wrote {shown(path)} with the runs done: rerun the same command to continue")
+    return result
+
+
+def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1) -> dict[str, Any]:
+    """Rerun one seed of every row of the results file ``results`` at the current commit
+    (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it and return it."""
+    if not results.is_file():
+        raise UsageError(f"--verify {shown(results)}: no such file")
+    result = read_json(results, None)
+    if not isinstance(result, dict) or not isinstance(result.get("datasets"), dict):
+        raise UsageError(f"--verify {shown(results)}: not a table's results file (no datasets in it)")
+    torch.set_num_threads(threads)
+    folder = work or Path("runs/tables/verify") / results.stem
+    record = verification(result, results.name, lambda tu_name: prepared(folder, tu_name, data), folder / "scratch")
+    path = record_path(results)
+    save_text(path, json.dumps(record, indent=2) + "\n")
+    print(f"hcl table: {record['equal']} of {record['total']} rows of {shown(results)} rerun equal; wrote {shown(path)}", flush=True)
+    return record
+
+
+def prepared(work: Path, tu_name: str, source: Path) -> Prepared:
+    """The TU dataset ``tu_name`` prepared from ``source`` into ``WORK/prepared/NAME-HASH`` (once per source, with hcl prepare's stage
+    code), loaded."""
+    digest = hashlib.sha256(os.fsencode(source.resolve())).hexdigest()[:8]
+    folder = work / "prepared" / f"{tu_name}-{digest}"  # another --data prepares afresh
+    if not (folder / "card.json").is_file():
+        prepare.run(PrepareConfig(dataset="tu", name=tu_name, path=str(source), out=str(folder)))
+    return load_prepared(folder)
+
+
+def relative(path: Path) -> str:
+    """``path`` relative to the working folder where it lies inside it (a results file holds no absolute path), else its name."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path.name
+
+
+def read_json(path: Path, default: Any) -> Any:
+    """The JSON of ``path`` (``default`` where there is none); a file that is not JSON is a one-line error."""
+    if not path.is_file():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HclError(f"{shown(path)}: not a readable JSON file ({exc})") from exc
+
+
+def save_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a temporary sibling renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)

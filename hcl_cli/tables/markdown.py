@@ -1,0 +1,193 @@
+"""The tables as the README prints them: per dataset and method ours beside the papers' numbers, the paired
+differences with their 95% intervals, the untrained encoder, one verdict per dataset on whether hard negatives help,
+and, where a verification record is given (:mod:`~hcl_cli.tables.verify`), whether each row's seed 0 reruns equal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hcl_cli.tables.methods import OFFICIAL
+from hcl_cli.tables.summary import paired
+
+HARD_SAMPLERS = ("hucl", "hscl", "hscl-threshold", "ot")
+"""The samplers of hard negatives (hucl at beta 0 is the debiased loss: not hard)."""
+
+
+def interval_text(diff: dict[str, Any] | None) -> str:
+    """``+1.26 [-0.49, +3.01]`` (a paired difference and its 95% interval), or ``-``."""
+    if not diff:
+        return "-"
+    ci = f" [{diff['ci95'][0]:+.2f}, {diff['ci95'][1]:+.2f}]" if diff["ci95"] else ""
+    return f"{diff['mean']:+.2f}{ci}"
+
+
+def ours_text(row: dict[str, Any]) -> str:
+    return f"{row['mean']:.2f} ± {row['std']:.2f} ({len(row['seeds'])})" if row["seeds"] else "not run"
+
+
+def infograph_of(name: str) -> str:
+    """The InfoGraph a method is compared with: ucl (the tables' InfoGraph row), or for an HCL Fig. 3 row its beta 0 in the
+    same reading, which Fig. 3 labels InfoGraph."""
+    return f"fig3-beta0{OFFICIAL if name.endswith(OFFICIAL) else ''}" if name.startswith("fig3-beta") else "ucl"
+
+
+def per_seed(row: dict[str, Any]) -> dict[int, dict[str, float]]:
+    """A row's accuracies by seed, as :func:`paired` reads them."""
+    return {seed: {"accuracy": value} for seed, value in zip(row["seeds"], row["accuracies"])}
+
+
+def minus_infograph(name: str, rows: dict[str, Any]) -> dict[str, Any] | None:
+    """The paired difference of method ``name`` from its InfoGraph (:func:`infograph_of`): the results file's ``minus_ucl``,
+    or for a Fig. 3 row from the per-seed accuracies the file records (rounded to 0.01)."""
+    reference = infograph_of(name)
+    if name == reference or reference not in rows:
+        return None
+    if reference == "ucl":
+        return rows[name]["minus_ucl"]
+    return paired(per_seed(rows[name]), per_seed(rows[reference]))
+
+
+def within_one_std(row: dict[str, Any]) -> str:
+    """For each paper's number, whether it lies within one std of our mean: ``yes``, ``no``, or ``-`` (no number, or not run)."""
+    answers = []
+    for number in row["paper"].values():
+        leading = number.split(" ", 1)[0]
+        if not row["seeds"] or not leading.replace(".", "", 1).isdigit():
+            answers.append("-")
+        else:
+            answers.append("yes" if abs(float(leading) - row["mean"]) <= row["std"] else "no")
+    return "; ".join(dict.fromkeys(answers)) if answers else "-"
+
+
+def hard(row: dict[str, Any]) -> bool:
+    """Whether a method samples hard negatives (:data:`HARD_SAMPLERS`, hucl with beta > 0)."""
+    parameters = row["parameters"]
+    return parameters["sampler"] in HARD_SAMPLERS and not (parameters["sampler"] == "hucl" and parameters.get("beta", 1.0) == 0)
+
+
+MIN_VERDICT_SEEDS = 3
+"""Rows with fewer paired seeds than this are left out of a verdict: two seeds give no interval worth a sentence."""
+
+
+def hardness_difference(name: str, rows: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """What a hard-negative row is judged against, and its paired difference from that: a supervised row (hscl) against scl,
+    the same labels without hardness, so that the labels' gain is not read as the hard negatives'; any other row against
+    its InfoGraph."""
+    if rows[name]["parameters"]["sampler"] in ("hscl", "hscl-threshold") and "scl" in rows:
+        return "scl", paired(per_seed(rows[name]), per_seed(rows["scl"]))
+    return "InfoGraph", minus_infograph(name, rows)
+
+
+def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> str:
+    """One plain sentence on whether hard negatives help on ``dataset``, from the 95% intervals of the paired differences
+    (:func:`hardness_difference`) of the rows with at least :data:`MIN_VERDICT_SEEDS` seeds."""
+    sides: dict[str, list[str]] = {"above": [], "within": [], "below": []}
+    unjudged = []
+    for name, row in rows.items():
+        if not hard(row):
+            continue
+        against, diff = hardness_difference(name, rows)
+        if not diff or not diff["ci95"] or diff["n"] < MIN_VERDICT_SEEDS:
+            unjudged.append(name)
+            continue
+        side = "above" if diff["ci95"][0] > 0 else "below" if diff["ci95"][1] < 0 else "within"
+        sides[side].append(f"{name} {interval_text(diff)}" + (f" against {against}" if against != "InfoGraph" else ""))
+    count = sum(map(len, sides.values()))
+    left_out = f"; not judged yet, under {MIN_VERDICT_SEEDS} seeds: {', '.join(unjudged)}" if unjudged else ""
+    if not count:
+        return f"{dataset}: too few seeds yet to say whether hard negatives help{left_out}."
+    below = f"; below it beyond the noise: {', '.join(sides['below'])}" if sides["below"] else ""
+    if sides["above"]:
+        said = f"hard negatives help beyond the noise in {', '.join(sides['above'])} ({len(sides['within'])} of {count} hard-negative rows within the noise{below}{left_out})"
+    else:
+        said = (
+            "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph"
+            f"{' (hscl: above scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
+            f"({len(sides['within'])} of {count} within the noise{below}{left_out})"
+        )
+    labels = rows.get("scl", {}).get("minus_ucl")
+    if labels and labels["ci95"] and labels["n"] >= MIN_VERDICT_SEEDS:
+        said += f". The labels (scl against InfoGraph): {interval_text(labels)}"
+    base = rows.get("ucl", {}).get("minus_untrained")
+    if base and base["ci95"]:
+        side = "above" if base["ci95"][0] > 0 else "below" if base["ci95"][1] < 0 else "within the noise of"
+        said += f". InfoGraph (ucl) is {side} its untrained encoder ({interval_text(base)})"
+    return f"{dataset}: {said}."
+
+
+def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None) -> str:
+    """The README's table of a results file: per dataset and method ours beside the papers' (and whether they lie within one
+    std of ours), the paired differences from InfoGraph and from the untrained encoder, and a verdict per dataset; with a
+    ``verification`` (:func:`~hcl_cli.tables.verify.verify`'s record of this file), whether each row's seed reruns equal."""
+    checked = verification_column(verification)
+    lines = [
+        "| dataset | method | ours: mean ± std (seeds) | paper | paper within one std | minus InfoGraph, 95% CI | minus untrained, 95% CI |"
+        + (f" {checked[0]} |" if checked else ""),
+        "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if checked else ""),
+    ]
+    verdicts = []
+    for dataset, rows in result["datasets"].items():
+        untrained = rows["untrained"]
+        if untrained["seeds"]:
+            lines.append(
+                f"| {dataset} | untrained encoder | {ours_text(untrained)} | - | - | - | - |" + checked_cell(checked, dataset, "untrained")
+            )
+        for name, row in rows["methods"].items():
+            paper = "; ".join(f"{number} ({table})" for table, number in row["paper"].items()) or "-"
+            differences = f"{interval_text(minus_infograph(name, rows['methods']))} | {interval_text(row['minus_untrained'])}"
+            lines.append(
+                f"| {dataset} | {name} | {ours_text(row)} | {paper} | {within_one_std(row)} | {differences} |"
+                + checked_cell(checked, dataset, name)
+            )
+        verdicts.append(f"- {verdict(dataset, rows['methods'], untrained)}")
+    return "\n".join([*lines, "", *verdicts]) + "\n"
+
+
+def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[tuple[str, str], str]] | None:
+    """The column a verification record adds: its heading (the commit it reran at) and per (dataset, row) its cell."""
+    if not verification:
+        return None
+    commit = (verification.get("commit") or "?")[:10] + ("+dirty" if verification.get("dirty") else "")
+    cells = {}
+    for row in verification["rows"]:
+        if row["equal"]:
+            cells[row["dataset"], row["method"]] = "yes"
+        elif row.get("now") is None:
+            cells[row["dataset"], row["method"]] = f"not rerun ({row.get('error', 'no result')})"
+        else:
+            now_cpu, then_cpu = (verification.get("machine") or {}).get("cpu_model"), row.get("recorded_cpu")
+            where = f" (made on {then_cpu}, rerun on {now_cpu})" if then_cpu and now_cpu and then_cpu != now_cpu else ""
+            cells[row["dataset"], row["method"]] = f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now{where}"
+    return f"seed 0 reruns equal at {commit}", cells
+
+
+def checked_cell(checked: tuple[str, dict[tuple[str, str], str]] | None, dataset: str, method: str) -> str:
+    return "" if checked is None else f" {checked[1].get((dataset, method), 'not checked')} |"
+
+
+TABLES_NOTE = (
+    "Ours: mean ± std over the seeds (ddof 0, as the papers' code), each row's number of seeds in brackets; \"paper within one "
+    "std\" says whether each paper's number lies within one std of our mean. The intervals are 95% t intervals of the "
+    "per-seed paired differences from InfoGraph (ucl, the tables' InfoGraph row; for HCL Fig. 3's rows their beta 0 in the "
+    "same reading, which Fig. 3 labels InfoGraph) and from the untrained encoder of the same seed. Each dataset's sentence "
+    "says whether a hard-negative row (hucl with beta > 0, hscl, ot) is above its InfoGraph beyond that interval.\n"
+)
+
+
+def sections(results: dict[str, dict[str, Any]], verifications: dict[str, dict[str, Any]], folder: str) -> str:
+    """The README's graph tables, one per results file (``reproduce_graph_NAME.json`` in ``folder`` by NAME; the tables'
+    files before HCL Fig. 3's), each with its verification's column where ``verifications`` holds one for NAME."""
+    parts = [TABLES_NOTE]
+    for name, result in sorted(results.items(), key=lambda item: (is_fig3(item[1]), item[0])):
+        tables = "HCL Fig. 3" if is_fig3(result) else "H-SCL Table II and HCL-OT Table V"
+        state = "" if result["complete"] else ", still running"
+        parts.append(
+            f"\n#### {tables}: {', '.join(result['datasets'])} (`{folder}/reproduce_graph_{name}.json`, "
+            f"{result['repeats']} seeds of {''.join(filter(str.isdigit, str(result['epochs'])))} epochs{state})\n\n"
+            + markdown(result, verifications.get(name))
+        )
+    return "".join(parts)
+
+
+def is_fig3(result: dict[str, Any]) -> bool:
+    return any("fig3" in m for d in result["datasets"].values() for m in d["methods"])

@@ -1,0 +1,90 @@
+"""One run of a table's row: what ``hcl pretrain`` trains for the row's values and seed, read out with the papers' SVM.
+
+A run is the product's training, step for step what ``hcl pretrain`` does for the same config
+(:func:`train_encoder`: the modality's samples and model, ``context.seed_everything(seed)``, the
+epoch loop's ``train_one_epoch`` with the epoch's sampler options), then the modality's ``embed``
+of every graph and the SVM protocol (:func:`hcl_cli.graph.svm.svm_protocol`, seeded by the run's
+seed, so that the methods of one seed share their initial encoder and their folds), without the
+stage's per-epoch checkpoints and log files. With ``train=False`` it reads out the untrained
+encoder of that seed, the initialisation every method of the seed starts from.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hcl_cli.checkpoint import CheckpointStore
+from hcl_cli.config import PretrainConfig
+from hcl_cli.distributed import DistributedContext
+from hcl_cli.graph.modality import GRAPHS
+from hcl_cli.graph.svm import svm_protocol
+from hcl_cli.provenance import run_identity
+from hcl_cli.training.builders import build_training
+from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
+from hcl_cli.training.signals import StopRequest
+
+
+@dataclass
+class Prepared:
+    """A prepared TU dataset, loaded once: every graph (the splits concatenated, as pretrain reads them) and the labels."""
+
+    folder: Path
+    card: Any
+    samples: Any
+    labels: torch.Tensor
+
+
+def load_prepared(folder: Path) -> Prepared:
+    """Load the prepared graph folder ``folder`` once: every graph (the splits concatenated, as pretrain reads them) and the labels."""
+    card = GRAPHS.load_card(folder)
+    samples, labels = GRAPHS.load_samples(folder, GRAPHS.training_splits(card, True), "cpu")
+    return Prepared(folder, card, samples, labels)
+
+
+def train_encoder(
+    config: PretrainConfig, data: Prepared, scratch: Path, *, train: bool = True, epoch_seconds: list[float] | None = None
+) -> torch.nn.Module:
+    """What ``hcl pretrain`` trains for ``config`` (its seeding, model, step and epoch loop), without
+    its checkpoints and log; with ``train=False`` the untrained encoder of ``config.seed``. Each
+    epoch's seconds are appended to ``epoch_seconds`` when given."""
+    context = DistributedContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    context.seed_everything(config.seed)
+    model, step = build_training(GRAPHS, config, data.card, context)
+    if not train:
+        return model
+    steps = context.steps_per_epoch(len(data.samples), config.batch_size, GRAPHS.keep_last_batch, noun=GRAPHS.sample_noun)
+    training = TrainingRun(
+        config, model, step, data.samples, data.labels, CheckpointStore(scratch), {}, context, steps, keep_last_batch=GRAPHS.keep_last_batch
+    )
+    clock = RunClock(steps * config.epochs, config.epochs, steps, context.device, plain=False, reported=True)
+    for epoch in range(config.epochs):
+        start = time.perf_counter()
+        train_one_epoch(training, epoch, 0, config.loss_options(epoch), EpochTotals(), StopRequest(), clock)
+        if epoch_seconds is not None:
+            epoch_seconds.append(time.perf_counter() - start)
+    return model
+
+
+def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int) -> dict[str, Any]:
+    """The SVM protocol (seeded by ``seed``) on the frozen graph embeddings of every graph."""
+    embeddings, _ = GRAPHS.embed(model, None, data.samples, batch_size, "embed")
+    result = svm_protocol(embeddings.numpy(), data.labels.numpy(), seed=seed)
+    return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0]}
+
+
+def run_one(values: dict[str, Any], seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool = True) -> dict[str, Any]:
+    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed)."""
+    config = PretrainConfig(**{**values, **({"epochs": epochs} if epochs else {})}, seed=seed, data=str(data.folder), device="cpu")
+    start = time.perf_counter()
+    model = train_encoder(config, data, scratch, train=train)
+    trained = time.perf_counter()
+    figures = evaluate(model, data, seed, config.batch_size)
+    done = time.perf_counter()
+    seconds = {"train_seconds": round(trained - start, 3), "eval_seconds": round(done - trained, 3)}
+    return {**figures, **seconds, "load": round(os.getloadavg()[0], 2), "provenance": run_identity()}

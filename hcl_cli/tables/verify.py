@@ -1,0 +1,108 @@
+"""Re-derive a results file: rerun one seed of every row (seed 0 where the row has it, else its first) at the current
+commit and say per row whether the accuracy equals the recorded one to the printed digits (two decimals).
+
+A row's run is what the file records for it: its ``parameters`` and the file's ``epochs``, the
+untrained encoder with the parameters of the dataset's ``ucl`` row. The record
+(:func:`verification`) holds the commit, dirty flag, versions and machine of the rerun, and per row
+the seed, the recorded and the new accuracy and whether they are equal; the README's tables read it
+(:func:`hcl_cli.tables.markdown.markdown`). One run per row: a file costs the sum over its rows of
+one seed's training and SVM readout (its ``train_seconds_mean`` and ``eval_seconds_mean``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hcl_cli.errors import HclError
+from hcl_cli.provenance import run_identity
+from hcl_cli.tables.runs import Prepared, run_one
+
+VERIFIED_PREFIX = "verify_"
+"""The record of ``results/NAME.json`` is ``results/verify_NAME.json``."""
+
+
+def record_path(results: Path) -> Path:
+    """Where the verification record of the results file ``results`` goes: beside it, ``verify_NAME.json``."""
+    return results.with_name(f"{VERIFIED_PREFIX}{results.name}")
+
+
+def file_epochs(result: dict[str, Any]) -> int | None:
+    """The epochs a results file trained (an int), or None for the presets' own (``"the presets' (200)"``)."""
+    epochs = result.get("epochs")
+    return epochs if isinstance(epochs, int) else None
+
+
+def recorded_cpu(result: dict[str, Any], row: dict[str, Any], seed: int) -> str | None:
+    """The CPU that made ``row``'s run of ``seed``: its own provenance where the file keeps one, else the file's machine."""
+    made = (row.get("provenance") or [None] * len(row["seeds"]))[row["seeds"].index(seed)] or {}
+    return (made.get("machine") or {}).get("cpu_model") or (result.get("machine") or {}).get("cpu_model")
+
+
+def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dict[str, Any], str | None]]:
+    """Per row of ``result``: (dataset, method or ``untrained``, the seed to rerun, its recorded accuracy, the parameters, the CPU
+    that made it)."""
+    rows = []
+    for dataset, entry in result.get("datasets", {}).items():
+        methods = entry.get("methods", {})
+        named = {"untrained": entry.get("untrained"), **methods}
+        for name, row in named.items():
+            if not row or not row.get("seeds"):
+                continue
+            parameters = (methods.get("ucl") or {}).get("parameters") if name == "untrained" else row.get("parameters")
+            if parameters is None:
+                raise HclError(
+                    f"{dataset}/{name}: the results file records no parameters for it (and no ucl row for the untrained encoder)"
+                )
+            seed = 0 if 0 in row["seeds"] else min(row["seeds"])
+            recorded = row["accuracies"][row["seeds"].index(seed)]
+            rows.append((dataset, name, seed, float(recorded), parameters, recorded_cpu(result, row, seed)))
+    return rows
+
+
+def verification(
+    result: dict[str, Any], source: str, load: Callable[[str], Prepared], scratch: Path, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Rerun every row of ``result`` (the results file ``source``) once, ``load`` giving each dataset by its TU name; the record."""
+    planned = planned_rows(result)
+    epochs = file_epochs(result)
+    started = time.monotonic()
+    loaded: dict[str, Prepared] = {}
+    checked = []
+    identity = run_identity()
+    for index, (dataset, name, seed, recorded, parameters, cpu) in enumerate(planned, start=1):
+        if dataset not in loaded:
+            loaded[dataset] = load(dataset)
+        run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained")
+        now = round(run["accuracy"], 2)
+        equal = now == round(recorded, 2)
+        checked.append(
+            {
+                "dataset": dataset,
+                "method": name,
+                "seed": seed,
+                "recorded": recorded,
+                "now": now,
+                "equal": equal,
+                "recorded_cpu": cpu,
+                "seconds": run["train_seconds"] + run["eval_seconds"],
+            }
+        )
+        say(
+            f"hcl table: verify {index}/{len(planned)} {dataset}/{name} seed {seed}: {recorded:.2f} recorded, {now:.2f} now: {'equal' if equal else 'DIFFERS'}"
+        )
+    return {
+        "verifies": source,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **identity,
+        "seed_rule": "0 (else the row's first)",
+        "epochs": result.get("epochs"),
+        "data": {dataset: {"source": Path(data.card.source).name, "files": data.card.files} for dataset, data in loaded.items()},
+        "rows": checked,
+        "equal": sum(row["equal"] for row in checked),
+        "total": len(checked),
+        "seconds": round(time.monotonic() - started, 1),
+    }

@@ -1,0 +1,114 @@
+"""``hcl table``: a paper's graph table from a fresh clone (no network, no ../shared: the shipped MUTAG), and its verify
+mode, which reruns one seed of every row and says per row whether it is equal; the README's table shows that."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hcl_cli.errors import UsageError
+from hcl_cli.stages import table as table_stage
+from hcl_cli.stages.table import TableRequest
+from hcl_cli.tables.markdown import markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def hcl(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(clone.parent),
+        "PYTHONPATH": str(clone),
+        "OMP_NUM_THREADS": "1",
+        "HCL_TU_MIRROR": "http://127.0.0.1:9",  # the discard port: any download would fail, none may be tried
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "hcl_cli", *args], cwd=clone, env=env, capture_output=True, text=True, check=False, timeout=1200
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_table_command_runs_in_a_fresh_clone_and_its_verify_mode_flags_a_changed_row(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    assert not (clone.parent / "shared").exists()
+    result = hcl(clone, "table", "--name", "smoke", "--datasets", "mutag", "--methods", "ucl,hucl", "--seeds", "2", "--epochs", "1")
+    assert result.returncode == 0, result.stderr
+    table = json.loads((clone / "runs" / "tables" / "smoke.json").read_text())
+    rows = table["datasets"]["MUTAG"]
+    assert [rows["untrained"]["seeds"], rows["methods"]["ucl"]["seeds"], rows["methods"]["hucl"]["seeds"]] == [[0, 1]] * 3
+    assert rows["methods"]["hucl"]["minus_ucl"]["seeds"] == [0, 1]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
+    assert {run["commit"] for run in rows["methods"]["hucl"]["provenance"]} == {head}
+    assert "| MUTAG | hucl |" in result.stdout and "87.2 (H-SCL Table II)" in result.stdout
+    assert (clone / "runs" / "tables" / "smoke.md").read_text() == markdown(table)
+
+    again = hcl(clone, "table", "--name", "smoke", "--datasets", "mutag", "--methods", "ucl,hucl", "--seeds", "2", "--epochs", "1")
+    assert again.returncode == 0 and "hcl table: mutag/" not in again.stdout, again.stdout  # resumed: nothing rerun
+
+    changed = clone / "runs" / "tables" / "changed.json"
+    rows["methods"]["hucl"]["accuracies"][0] += 1.0
+    changed.write_text(json.dumps(table))
+    verified = hcl(clone, "table", "--verify", str(changed.relative_to(clone)))
+    assert verified.returncode == 0, verified.stderr
+    record = json.loads((clone / "runs" / "tables" / "verify_changed.json").read_text())
+    assert {(row["method"], row["equal"]) for row in record["rows"]} == {("untrained", True), ("ucl", True), ("hucl", False)}
+    assert record["commit"] == head and record["dirty"] is False
+    shown = markdown(table, record)
+    assert f"seed 0 reruns equal at {head[:10]}" in shown
+    assert "| MUTAG | ucl |" in shown and shown.count("| yes |") == 2 and "| no: " in shown
+
+
+def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
+    row = {"seeds": [0, 1], "accuracies": [80.0, 82.0], "mean": 81.0, "std": 1.0, "minus_untrained": None, "minus_ucl": None}
+    result = {"datasets": {"MUTAG": {"untrained": {**row}, "methods": {"ucl": {**row, "paper": {}, "parameters": {"sampler": "ucl"}}}}}}
+    record = {
+        "commit": "0123456789abcdef",
+        "dirty": True,
+        "rows": [
+            {"dataset": "MUTAG", "method": "untrained", "seed": 0, "recorded": 80.0, "now": 80.0, "equal": True},
+            {"dataset": "MUTAG", "method": "ucl", "seed": 0, "recorded": 80.0, "now": 79.5, "equal": False, "recorded_cpu": "Intel"},
+        ],
+        "machine": {"cpu_model": "Intel"},
+    }
+    lines = markdown(result, record).splitlines()
+    assert lines[0].endswith("| seed 0 reruns equal at 0123456789+dirty |")
+    assert lines[2].endswith("| yes |") and lines[3].endswith("| no: 80.00 recorded, 79.50 now |")
+    assert "reruns equal" not in markdown(result)
+    record["rows"][1]["recorded_cpu"] = "AMD EPYC"
+    assert markdown(result, record).splitlines()[3].endswith("| no: 80.00 recorded, 79.50 now (made on AMD EPYC, rerun on Intel) |")
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"datasets": ("foo",)}, "--datasets foo"),
+        ({"methods": ("nope",)}, "unknown method 'nope'"),
+        ({"methods": ("scl@official",)}, "readings differ only"),
+        ({"seeds": 0}, "--seeds"),
+        ({"name": "../x"}, "--name"),
+        ({"data": Path("nowhere")}, "--data nowhere: no such file"),
+    ],
+)
+def test_a_bad_request_is_one_usage_error_and_writes_nothing(tmp_path: Path, change: dict, says: str) -> None:
+    request = TableRequest(
+        **{"name": "x", "datasets": ("mutag",), "methods": ("ucl",), "data": ROOT / "data" / "raw", "out": tmp_path / "out", **change}
+    )
+    with pytest.raises(UsageError, match=re.escape(says)):
+        table_stage.run(request)
+    assert not (tmp_path / "out").exists()
+
+
+def test_verify_of_a_missing_or_foreign_file_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such file"):
+        table_stage.verify(tmp_path / "missing.json")
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    with pytest.raises(UsageError, match="not a table's results file"):
+        table_stage.verify(tmp_path / "other.json")
