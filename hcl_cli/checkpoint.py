@@ -41,14 +41,14 @@ from hcl_cli.artifacts import (
     check_replaceable,
     first_line,
     is_finite_number,
-    json_output,
     library_versions,
     load_artifact,
     read_json,
+    recorded_output,
     save_artifact,
     sidecar_path,
     tensor_output,
-    write_json,
+    write_output,
 )
 from hcl_cli.checkpoint_state import capture_rng, flatten_optimizer, match_parameter_layouts, restore_rng, unflatten_optimizer
 from hcl_cli.errors import HclError, UsageError
@@ -66,7 +66,7 @@ CHECKPOINT_TEMPORARY = re.compile(r"\.(hcl\.)?(epoch-\d{4,}-step-|latest\.json).
 """The temporary file of a checkpoint or of the pointer that a killed save left (:func:`~hcl_cli.artifacts.temp_sibling`;
 ``.NAME.<random>.tmp`` from earlier versions)."""
 CHECKPOINT_OUTPUT = tensor_output("checkpoint", (CHECKPOINT_KIND,))
-POINTER_OUTPUT = json_output("checkpoint pointer", ("checkpoint",), lambda values: isinstance(values["checkpoint"], str))
+POINTER_OUTPUT = recorded_output("checkpoint pointer")
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ class CheckpointStore:
             "versions": library_versions(),
         }
         save_artifact(path, tensors, CHECKPOINT_KIND, meta)
-        write_json(self.pointer, {"checkpoint": path.name})
+        write_output(self.pointer, json.dumps({"checkpoint": path.name}, indent=2) + "\n", POINTER_OUTPUT, "--out")
         self._remove_all_but(path)
         return path
 

@@ -15,12 +15,13 @@ reader needs, and their values, it checks itself (the report: ``hcl_cli/report/i
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hcl_cli.artifacts import INPUTS, is_finite_number, is_integer, json_output, read_inputs, read_json, write_json
+from hcl_cli.artifacts import INPUTS, is_finite_number, is_integer, read_inputs, read_json, recorded_output, write_output
 from hcl_cli.errors import HclError
 from hcl_cli.option import shown
 
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
 ACCURACIES = ("top1", "top5")
 FIELDS = (*ACCURACIES, "test_size")
 """What every metrics file holds; a file without them is no metrics file, and no stage writes one over it."""
-METRICS_OUTPUT = json_output("metrics file", FIELDS)
-"""A metrics file as an output (:func:`~hcl_cli.artifacts.check_replaceable`): a JSON object holding :data:`FIELDS`."""
+METRICS_OUTPUTS = {"knn-eval": recorded_output("kNN metrics"), "linear-eval": recorded_output("linear metrics")}
+"""Each evaluation's metrics file as an output (:func:`~hcl_cli.artifacts.check_replaceable`): its own only when its folder's
+record lists it as that evaluation's, so ``knn-eval`` and ``linear-eval`` never write over each other's metrics."""
 DETAILS = "details"
 """The key of the object that holds everything a stage records besides its accuracies and parameters."""
 SCALARS = (str, int, float, bool, type(None))
@@ -81,19 +83,18 @@ class EvaluationMetrics:
         return str(self.params["feature"])
 
 
-def save_metrics(path: str | os.PathLike[str], metrics: EvaluationMetrics) -> None:
-    """Write ``metrics`` atomically as one JSON object: accuracies, test size and parameters flat, the rest under ``details``."""
-    write_json(
-        path,
-        {
-            "top1": metrics.top1,
-            "top5": metrics.top5,
-            "test_size": metrics.test_size,
-            **metrics.params,
-            DETAILS: metrics.details,
-            INPUTS: metrics.inputs,
-        },
-    )
+def save_metrics(path: str | os.PathLike[str], metrics: EvaluationMetrics, command: str) -> None:
+    """Write ``metrics`` of ``hcl COMMAND`` atomically as one JSON object (accuracies, test size and parameters flat, the rest
+    under ``details``), recorded as that evaluation's (:data:`METRICS_OUTPUTS`)."""
+    values = {
+        "top1": metrics.top1,
+        "top5": metrics.top5,
+        "test_size": metrics.test_size,
+        **metrics.params,
+        DETAILS: metrics.details,
+        INPUTS: metrics.inputs,
+    }
+    write_output(path, json.dumps(values, indent=2) + "\n", METRICS_OUTPUTS[command])
 
 
 def load_metrics(path: str | os.PathLike[str], command: str) -> EvaluationMetrics:

@@ -160,7 +160,7 @@ def test_metrics_round_trip_keeps_params_flat_and_details_apart(tmp_path: Path) 
     details = {"augmentation": {"recipe": "digits", "blur": False}}
     inputs = {"embeddings": "ab" * 32}
     written = EvaluationMetrics(0.5, 0.75, 8, LinearConfig(epochs=3).params(), details, inputs)
-    save_metrics(tmp_path / "linear.json", written)
+    save_metrics(tmp_path / "linear.json", written, "linear-eval")
     assert load_metrics(tmp_path / "linear.json", "linear-eval") == written
     stored = json.loads((tmp_path / "linear.json").read_text())
     assert stored == {"top1": 0.5, "top5": 0.75, "test_size": 8, **LinearConfig(epochs=3).params(), "details": details, "inputs": inputs}, (

@@ -20,12 +20,21 @@ from typing import IO
 import pytest
 import torch
 
-from hcl_cli.artifacts import atomic_path, check_replaceable, load_artifact, read_json, save_artifact, tensor_output, write_text
+from hcl_cli.artifacts import (
+    RECORD_FILE,
+    atomic_path,
+    check_replaceable,
+    load_artifact,
+    read_json,
+    save_artifact,
+    tensor_output,
+    write_text,
+)
 from hcl_cli.checkpoint import POINTER_FILE, CheckpointStore
 from hcl_cli.embeddings import EMBEDDINGS_OUTPUT
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.history import read_history
-from hcl_cli.metrics import METRICS_OUTPUT
+from hcl_cli.metrics import METRICS_OUTPUTS, EvaluationMetrics, save_metrics
 from hcl_cli.training.log import PLOTS_FOLDER, TrainingLog
 
 
@@ -129,20 +138,24 @@ def test_outputs_never_replace_an_artifact_of_another_kind(tmp_path: Path) -> No
     save_artifact(tmp_path / "encoder.safetensors", {"w": torch.zeros(2)}, "encoder")
     (tmp_path / "card.json").write_text(json.dumps({"schema_version": 1, "name": "digits"}))
     (tmp_path / "metrics.json").write_text(json.dumps({"loss": 1.0, "step": 0}))
-    (tmp_path / "knn.json").write_text(json.dumps({"top1": 0.5, "top5": 0.9, "test_size": 10}))
+    (tmp_path / "theirs.json").write_text(json.dumps({"top1": 0.5, "top5": 0.9, "test_size": 10}))
+    save_metrics(tmp_path / "knn.json", EvaluationMetrics(0.5, 0.9, 10, {"k": 5}), "knn-eval")
     (tmp_path / "notes.json").write_text("my notes")
     for name, found in [
-        ("encoder.json", "the sidecar of"),
-        ("card.json", "a dataset card or sidecar"),
-        ("metrics.json", "a JSON file hcl did not write"),
-        ("notes.json", "a file hcl did not write"),
+        ("encoder.json", "a file hcl has no record of writing"),
+        ("card.json", "a file hcl has no record of writing"),
+        ("metrics.json", "a file hcl has no record of writing"),
+        ("notes.json", "a file hcl has no record of writing"),
+        ("theirs.json", "a file hcl has no record of writing"),
     ]:
         with pytest.raises(UsageError, match=f"--out {tmp_path / name} exists and is {found}"):
-            check_replaceable("--out", tmp_path / name, METRICS_OUTPUT)
+            check_replaceable("--out", tmp_path / name, METRICS_OUTPUTS["knn-eval"])
+    with pytest.raises(UsageError, match="exists and is hcl's kNN metrics, not its linear metrics"):
+        check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUTS["linear-eval"])
     with pytest.raises(UsageError, match="exists and is an hcl 'encoder' artifact"):
         check_replaceable("--out", tmp_path / "encoder.safetensors", EMBEDDINGS_OUTPUT)
-    check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUT)  # its own earlier result
-    check_replaceable("--out", tmp_path / "new.json", METRICS_OUTPUT)
+    check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUTS["knn-eval"])  # its own earlier result
+    check_replaceable("--out", tmp_path / "new.json", METRICS_OUTPUTS["knn-eval"])
     check_replaceable("--out", tmp_path / "encoder.safetensors", tensor_output("encoder", ("encoder",)))
 
 
@@ -167,12 +180,12 @@ def test_pretrain_refuses_outputs_that_would_replace_a_users_or_another_stages_f
     assert result.returncode == 2, result.stderr
     assert "--out m/encoder.safetensors exists and is an hcl 'embeddings' artifact" in result.stderr
     result = hcl(*args, "--out", "ok", "--live-dir", "live", cwd=tmp_path)
-    assert result.returncode == 2 and "--live-dir live/metrics.json exists and is not a training log hcl wrote" in result.stderr, (
+    assert result.returncode == 2 and "--live-dir live/metrics.json exists and is a file hcl has no record of writing" in result.stderr, (
         result.stderr
     )
     assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
     save_artifact(tmp_path / "m" / "encoder.safetensors", {"w": torch.zeros(2)}, "graph encoder")  # pretrain's own output
-    (tmp_path / "live" / "metrics.json").write_text(json.dumps({"loss": 1.5, "step": 3, "steps": 8, "planned_steps": 8}))
+    (tmp_path / "live" / "metrics.json").unlink()
     result = hcl(*args, "--out", "m", "--live-dir", "live", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "m" / "encoder.json").read_text())["kind"] == "encoder"
@@ -368,7 +381,7 @@ def test_ctrl_c_while_the_process_shuts_down_is_one_line_and_exit_130(tmp_path: 
 def assert_checkpoints_whole(folder: Path) -> None:
     """No temporary file; every checkpoint has its sidecar, bound to it by sha256; latest.json, when there, names one."""
     names = sorted(os.listdir(folder)) if folder.exists() else []
-    assert not [name for name in names if name.startswith(".")], names
+    assert not [name for name in names if name.startswith(".") and name != RECORD_FILE], names
     tensors = [name for name in names if name.endswith(".safetensors")]
     for name in tensors:
         load_artifact(folder / name, "checkpoint", {})

@@ -44,7 +44,7 @@ from hcl_cli.image.card import CARD_FILE
 from hcl_cli.reference import load_reference, reproduction_note
 from hcl_cli.report.baselines import knn_baselines, svm_baseline, untrained_name
 from hcl_cli.report.escaping import code
-from hcl_cli.report.figures import FIGURE_FILES, hard_negative_figure, pretrain_logs, similarity_figure, training_figures
+from hcl_cli.report.figures import hard_negative_figure, pretrain_logs, similarity_figure, training_figures
 from hcl_cli.report.inputs import METRIC_FILES, Recorded, check_one_run, read_encoder, read_metric_files, read_prepared
 from hcl_cli.report.markdown import MetricRow, figure_section, metric_section, protocol_section, run_section, title_line
 from hcl_cli.report.parameters import parameter_section
@@ -77,7 +77,7 @@ def run(config: ReportConfig) -> None:
     for option in ("--params-file", "--embeddings", "--model", "--metrics", "--plots", "--data"):
         if inputs[option]:  # "": none given (--params-file by hand)
             check_kind(option, Path(inputs[option]), folder=option in ("--metrics", "--plots", "--data"))
-    with report_folder(out, FIGURE_FILES):
+    with report_folder(out):
         metrics = read_metric_files(metrics_folder)
         prepared = read_prepared(Path(config.data), metrics, metrics_folder) if Path(config.data).is_dir() else None
         encoder = read_encoder(Path(config.model), prepared) if Path(config.model).is_file() else None

@@ -58,7 +58,7 @@ CASES: list[Case] = [
         "checkpoint pointer garbage",
         *RESUME,
         setup=write("models/checkpoints/latest.json", "[]"),
-        check=says("latest.json exists and is a file hcl did not write"),
+        check=says("latest.json exists and is a file hcl has no record of writing"),
     ),
     failure("checkpoint position a bool", *RESUME, setup=checkpoint_position_bool),
     success("latest.json deleted resumes", *RESUME, setup=remove("models/checkpoints/latest.json"), check=resumed_from),
