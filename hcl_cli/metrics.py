@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import INPUTS, is_finite_number, is_integer, read_inputs, read_json, recorded_output, write_output
+from hcl_cli.config.base import FEATURES
 from hcl_cli.errors import HclError
 from hcl_cli.option import shown
 
@@ -133,6 +134,57 @@ def check_metrics(values: Mapping[str, Any], source: str, command: str) -> Evalu
     return EvaluationMetrics(
         top1=float(values["top1"]), top5=float(values["top5"]), test_size=test_size, params=params, details=details, inputs=inputs
     )
+
+
+def positive_int(value: Any) -> bool:
+    """Whether a JSON value is an integer >= 1 (not a bool)."""
+    return is_integer(value) and value >= 1
+
+
+def positive_number(value: Any) -> bool:
+    """Whether a JSON value is a finite number > 0."""
+    return is_finite_number(value) and value > 0
+
+
+LINEAR_PROTOCOL_SETTINGS: dict[str, tuple[str, ...]] = {
+    "fixed": ("optimizer", "epochs", "lr", "weight_decay", "seed"),
+    "paper": ("epochs", "batch_size", "lr", "weight_decay", "seed"),
+    "svm": ("svm_repeats", "svm_folds", "svm_c_grid", "svm_inner_folds", "seed"),
+}
+"""The settings of a linear readout's metrics that the report's protocol bullet quotes, by ``protocol`` (any JSON scalar)."""
+FEATURE = (lambda value: value in FEATURES, " or ".join(FEATURES))
+PRESENT = (lambda value: True, "present")
+SETTINGS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "knn-eval": {
+        "feature": FEATURE,
+        "k": (positive_int, "a positive integer"),
+        "temperature": (positive_number, "a positive number"),
+        "chunk_size": (positive_int, "a positive integer"),
+        "bank_chunk_size": (positive_int, "a positive integer"),
+    },
+    "linear-eval": {"feature": FEATURE, "protocol": (lambda value: value in LINEAR_PROTOCOL_SETTINGS, ", ".join(LINEAR_PROTOCOL_SETTINGS))},
+}
+"""The parameters every reader of an evaluation's metrics uses (the report scores its baselines with the kNN ones and
+quotes them; ``hcl compare`` tabulates them), with the check of each value and what it must be."""
+
+
+def evaluation_metrics(values: Mapping[str, Any], source: str, command: str, *, complete: bool = True) -> EvaluationMetrics:
+    """The one validator of an evaluation's metrics for every reader (``hcl report``, ``hcl compare``): :func:`check_metrics`,
+    then each parameter of :data:`SETTINGS` with a value a reader can use (``k`` <= 0, a ``feature`` that is a path, a
+    ``temperature`` <= 0 are refused), else a one-line HclError naming the file and the field. Each must be present
+    when ``complete`` (the report computes with them; ``hcl compare`` only tabulates, also runs that predate one)."""
+    metrics = check_metrics(values, source, command)
+    checks = SETTINGS[command]
+    if command == "linear-eval" and metrics.params.get("protocol") in LINEAR_PROTOCOL_SETTINGS:
+        checks = checks | dict.fromkeys(LINEAR_PROTOCOL_SETTINGS[metrics.params["protocol"]], PRESENT)
+    for name, (check, expected) in checks.items():
+        if name not in metrics.params and not complete:
+            continue
+        if name not in metrics.params:
+            raise HclError(f"{source}: {name!r} is missing (the setting it was measured with): run hcl {command} again")
+        if not check(metrics.params[name]):
+            raise HclError(f"{source}: {name!r} must be {expected} (got {shown(metrics.params[name])}): run hcl {command} again")
+    return metrics
 
 
 def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: Sequence[int] = (1, 5)) -> dict[int, float]:

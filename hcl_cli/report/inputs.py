@@ -4,26 +4,23 @@ Only the metrics folder is required; the prepared dataset and the encoder are re
 exist. Each check fails in one line naming the file, and inputs of different runs (graph embeddings
 beside a digits run, another encoder's metrics) are refused by the sha256 each artifact records of
 what it was made from (:func:`check_one_run`). The metrics files describe themselves
-(:mod:`hcl_cli.metrics`); of their parameters, the report checks here the ones it computes or writes
-with (:data:`REPORTED_SETTINGS`), not against the evaluations' option declarations, so that editing
-a ``knn-eval`` option's help text does not change the report stage's dependencies.
+(:mod:`hcl_cli.metrics`), and :func:`~hcl_cli.metrics.evaluation_metrics` checks them and the parameters
+the report computes or writes with, the one validator ``hcl compare`` uses too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_made_from, is_finite_number, prepared_sha256, read_inputs, read_json, sidecar_path
-from hcl_cli.config.base import FEATURES
+from hcl_cli.artifacts import check_made_from, prepared_sha256, read_inputs, read_json, sidecar_path
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
-from hcl_cli.metrics import EvaluationMetrics, load_metrics
+from hcl_cli.metrics import EvaluationMetrics, evaluation_metrics
 from hcl_cli.modality import Modality, Samples, modality_named, modality_of
 from hcl_cli.runtime import resolve_device
 
@@ -32,38 +29,6 @@ METRIC_FILES: dict[str, tuple[str, str]] = {"knn": ("kNN", "knn-eval"), "linear"
 
 KNN_SETTINGS = ("k", "temperature", "chunk_size", "bank_chunk_size")
 """The kNN settings of ``metrics/knn.json`` that the report's baselines are scored with (``knn_predict``'s keywords)."""
-
-LINEAR_PROTOCOL_SETTINGS: dict[str, tuple[str, ...]] = {
-    "fixed": ("optimizer", "epochs", "lr", "weight_decay", "seed"),
-    "paper": ("epochs", "batch_size", "lr", "weight_decay", "seed"),
-    "svm": ("svm_repeats", "svm_folds", "svm_c_grid", "svm_inner_folds", "seed"),
-}
-"""The settings of ``metrics/linear.json`` that the report's protocol bullet quotes, by ``protocol`` (any JSON scalar)."""
-
-
-def positive_int(value: Any) -> bool:
-    """Whether a JSON value is an integer >= 1 (not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def positive_number(value: Any) -> bool:
-    """Whether a JSON value is a finite number > 0."""
-    return is_finite_number(value) and value > 0
-
-
-FEATURE = (lambda value: value in FEATURES, " or ".join(FEATURES))
-PRESENT = (lambda value: True, "present")
-REPORTED_SETTINGS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
-    "knn": {
-        "feature": FEATURE,
-        "k": (positive_int, "a positive integer"),
-        "temperature": (positive_number, "a positive number"),
-        "chunk_size": (positive_int, "a positive integer"),
-        "bank_chunk_size": (positive_int, "a positive integer"),
-    },
-    "linear": {"feature": FEATURE, "protocol": (lambda value: value in LINEAR_PROTOCOL_SETTINGS, ", ".join(LINEAR_PROTOCOL_SETTINGS))},
-}
-"""The parameters the report reads from each metrics file, with the check of each value and what it must be."""
 
 
 @dataclass(frozen=True)
@@ -105,26 +70,14 @@ def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
     if not folder.is_dir():
         raise HclError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
     paths = {name: folder / f"{name}.json" for name in METRIC_FILES}
-    metrics = {name: load_metrics(path, METRIC_FILES[name][1]) for name, path in paths.items() if path.is_file()}
+    metrics = {
+        name: evaluation_metrics(read_json(path, what=f"hcl {METRIC_FILES[name][1]} metrics"), str(path), METRIC_FILES[name][1])
+        for name, path in paths.items()
+        if path.is_file()
+    }
     if not metrics:
         raise HclError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
-    for name, values in metrics.items():
-        check_reported_settings(name, paths[name], values)
     return metrics
-
-
-def check_reported_settings(stage: str, path: Path, metrics: EvaluationMetrics) -> None:
-    """Each parameter the report reads from ``stage``'s metrics file ``path`` is present with a value it can use, else a
-    one-line :class:`HclError` naming the file and the field."""
-    command = METRIC_FILES[stage][1]
-    checks = REPORTED_SETTINGS[stage]
-    if stage == "linear" and metrics.params.get("protocol") in LINEAR_PROTOCOL_SETTINGS:
-        checks = checks | dict.fromkeys(LINEAR_PROTOCOL_SETTINGS[metrics.params["protocol"]], PRESENT)
-    for name, (check, expected) in checks.items():
-        if name not in metrics.params:
-            raise HclError(f"{path}: {name!r} is missing (the setting it was measured with): run hcl {command} again")
-        if not check(metrics.params[name]):
-            raise HclError(f"{path}: {name!r} must be {expected} (got {metrics.params[name]!r}): run hcl {command} again")
 
 
 def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_folder: Path) -> Prepared:

@@ -38,7 +38,7 @@ from hcl_cli.artifacts import check_replaceable, is_finite_number, is_integer, r
 from hcl_cli.config.base import load_yaml12
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.metrics import check_metrics
+from hcl_cli.metrics import evaluation_metrics
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.report.sweep import EVALUATIONS, WORKSPACE, Accuracy, ExperimentRow, csv_table, markdown_table
 
@@ -237,7 +237,9 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
         if not isinstance(metrics, dict) or "top1" not in metrics:
             return f"no top1 in {path}"
         try:
-            checked = check_metrics(metrics, path, f"{key}-eval")  # the report's check: what it refuses is not tabulated
+            checked = evaluation_metrics(
+                metrics, path, f"{key}-eval", complete=False
+            )  # the report's check: what it refuses is not tabulated
         except HclError as error:
             return str(error)
         protocols[key] = str(checked.params.get("protocol", "-"))
