@@ -51,7 +51,7 @@ from hcl_cli.artifacts import (
     write_output,
 )
 from hcl_cli.checkpoint_state import capture_rng, flatten_optimizer, match_parameter_layouts, restore_rng, unflatten_optimizer
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.history import read_history
 
 CHECKPOINT_KIND = "checkpoint"
@@ -221,9 +221,17 @@ class CheckpointStore:
         path = self.latest()
         if path is None:
             return None
-        if "sha256" not in read_json(sidecar_path(path), what="checkpoint sidecar"):
-            raise CheckpointMismatch(f"{path} was written by an older hcl (its sidecar records no 'sha256')")
-        tensors, sidecar = load_artifact(path, CHECKPOINT_KIND, CHECKPOINT_TENSORS)
+        try:
+            if "sha256" not in read_json(sidecar_path(path), what="checkpoint sidecar"):
+                raise CheckpointMismatch(f"{path} was written by an older hcl (its sidecar records no 'sha256')")
+            tensors, sidecar = load_artifact(path, CHECKPOINT_KIND, CHECKPOINT_TENSORS)
+        except CheckpointMismatch:
+            raise
+        except HclError as exc:  # truncated, corrupt or missing: say how to go on, under dvc.yaml's --resume too
+            raise UsageError(
+                f"{first_line(exc)}; to go on, move {shown(self.folder)} aside (pretrain then starts over), "
+                "or run without --resume to start over"
+            ) from exc
         position = _read_position(path, sidecar.get("position"))
         _check_identity(path, sidecar.get("identity"), identity)
         if position.epoch > epochs:

@@ -547,3 +547,41 @@ def test_a_tu_node_label_of_two_billion_is_a_one_line_failure(tmp_path: Path) ->
     assert result.returncode == 1, result.stderr
     assert result.stderr.count("\n") == 1 and "internal error" not in result.stderr, result.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_a_truncated_checkpoint_under_dvcs_resume_says_how_to_go_on(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+    """Issue 41, item 9: dvc.yaml's ``--resume --restart-on-change`` on a truncated checkpoint names the way forward."""
+    data = str(prepared_digits(0.95))
+    args = ("pretrain", "--data", data, "--out", "m", "--live-dir", "live", "--batch-size", "32", "--arch", "small_cnn", "--device", "cpu")
+    assert hcl(*args, "--epochs", "1", cwd=tmp_path).returncode == 0
+    checkpoint = CheckpointStore(tmp_path / "m" / "checkpoints").latest()
+    assert checkpoint is not None
+    whole = checkpoint.read_bytes()
+    for cut, says in (
+        (100, "is not the checkpoint hcl wrote there (damaged, or changed since"),
+        (len(whole) - 8, "to go on, move m/checkpoints aside"),
+    ):
+        checkpoint.write_bytes(whole[:cut])
+        result = hcl(*args, "--epochs", "2", "--resume", "--restart-on-change", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert says in result.stderr and ("move it away" in result.stderr or "start over" in result.stderr), result.stderr
+    (tmp_path / "m" / "checkpoints").rename(tmp_path / "aside")
+    assert hcl(*args, "--epochs", "2", "--resume", "--restart-on-change", cwd=tmp_path).returncode == 0, "moved aside, it starts over"
+
+
+def test_a_deleted_working_directory_is_one_line_of_hcl(tmp_path: Path) -> None:
+    """Issue 41, item 10: checked before any stage imports torch, which would die in its import with no line of hcl's."""
+    gone = tmp_path / "gone"
+    script = (  # as the console script starts: no "" (the working directory) on sys.path
+        f"import os, sys; sys.path[:] = [p for p in sys.path if p]; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+        "from hcl_cli.cli import main; main(sys.argv[1:])"
+    )
+    for args in (("knn-eval", "--embeddings", "e.safetensors"), ("pretrain", "--epochs", "1"), ("report",)):
+        gone.mkdir()
+        result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (
+            f"hcl {args[0]}: error: the working directory cannot be read (No such file or directory; deleted?): "
+            "cd to a folder that exists and run again"
+        ), result.stderr

@@ -101,6 +101,8 @@ def tensor_output(what: str, kinds: Collection[str]) -> Output:
             return f"an hcl {header!r} artifact"
         if header == "" and sidecar is not None and sidecar.get("sha256") == _sha256(path):
             return None
+        if sidecar is not None and isinstance(sidecar.get("sha256"), str):  # hcl's record of it, which the file no longer matches
+            return f"not the {what} hcl wrote there (damaged, or changed since: its sha256 is not the one its sidecar records)"
         return "a file hcl did not write" if header is None else "a safetensors file hcl did not write"
 
     return Output(what, foreign, paired=True)
