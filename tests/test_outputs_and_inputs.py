@@ -410,3 +410,17 @@ def test_knn_and_linear_eval_never_write_over_each_others_metrics(run: Path, cap
     with pytest.raises(UsageError, match="both.json exists and is hcl's kNN metrics, not its linear metrics"):
         save_metrics(run / "both.json", knn, "linear-eval")
     assert load_metrics(run / "both.json", "knn-eval") == knn
+
+
+def test_the_reports_training_log_is_the_one_that_trained_its_encoder(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 4: the encoder records its training log's files; a report drawing another run's log is refused in one line."""
+    recorded = json.loads((run / "m" / "encoder.json").read_text())["inputs"]["training_log"]
+    assert {"metrics.json", "plots/metrics/loss.tsv"} <= recorded.keys()
+    shutil.copytree(run / "live", run / "other")
+    (run / "other" / "plots" / "metrics" / "loss.tsv").write_text("step\tloss\n0\t1.5\n")  # another run's curve
+    args = ["report", "--metrics", "metrics", "--embeddings", "e.safetensors", *ENCODER_ARGS, "--anchors", "0", "--out", "R/report.md"]
+    code, error = hcl([*args, "--plots", "other"], capsys)
+    assert code in (1, 2) and "--plots other is not the training log that --model m/encoder.safetensors was made from" in error, error
+    assert "plots/metrics/loss.tsv differs" in error and "\n" not in error
+    assert not (run / "R").exists()
+    assert hcl([*args, "--plots", "live"], capsys)[0] == 0

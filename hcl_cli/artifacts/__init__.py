@@ -16,7 +16,16 @@
 """
 
 from hcl_cli.artifacts.apart import check_outputs_apart
-from hcl_cli.artifacts.binding import INPUTS, check_made_from, prepared_sha256, read_inputs, recorded_sha256
+from hcl_cli.artifacts.binding import (
+    INPUTS,
+    LOG_CURVES,
+    LOG_SUMMARY,
+    check_made_from,
+    log_sha256,
+    prepared_sha256,
+    read_inputs,
+    recorded_sha256,
+)
 from hcl_cli.artifacts.checks import first_line, is_finite_number, is_integer
 from hcl_cli.artifacts.files import atomic_path, read_json, stale_siblings, temp_sibling, write_json, write_text
 from hcl_cli.artifacts.outputs import (
@@ -33,6 +42,8 @@ from hcl_cli.artifacts.tensors import SCHEMA_VERSION, TensorSpec, check_sha256, 
 
 __all__ = [
     "INPUTS",
+    "LOG_CURVES",
+    "LOG_SUMMARY",
     "OWNED_FILES",
     "RECORD_FILE",
     "Output",
@@ -50,6 +61,7 @@ __all__ = [
     "is_integer",
     "library_versions",
     "load_artifact",
+    "log_sha256",
     "owned_files",
     "prepared_sha256",
     "read_inputs",

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_made_from, prepared_sha256, read_inputs, read_json, sidecar_path
+from hcl_cli.artifacts import check_made_from, log_sha256, prepared_sha256, read_inputs, read_json, sidecar_path
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
@@ -119,6 +119,14 @@ def encoder_kind(path: Path) -> Any:
         return read_json(sidecar_path(path), what="encoder sidecar").get("kind")
     except HclError:
         return None
+
+
+def check_training_log(encoder: TrainedEncoder | None, plots: Path, logs: Path) -> None:
+    """One-line HclError unless the training log the report draws (``logs``, its curves' folder under ``--plots``) is the
+    one that trained ``encoder``: the files its sidecar records under ``inputs.training_log`` (:func:`log_sha256`)."""
+    if encoder is not None:
+        made = f"--model {shown(encoder.path)}"
+        check_made_from(made, encoder.sidecar.inputs, "training_log", f"--plots {shown(plots)}", log_sha256(logs.parent.parent))
 
 
 def check_one_run(

@@ -19,14 +19,14 @@ import json
 import os
 from pathlib import Path
 
-from hcl_cli.artifacts import check_replaceable, recorded_output, write_output
+from hcl_cli.artifacts import LOG_CURVES, LOG_SUMMARY, check_replaceable, recorded_output, write_output
 from hcl_cli.history import METRIC_NAME, History, check_metric_name
 from hcl_cli.interrupts import uninterrupted
 
-METRICS_FILE = "metrics.json"
+METRICS_FILE = LOG_SUMMARY
 EXTENT_KEYS = ("steps", "planned_steps")
 """The keys of ``metrics.json`` that are not metrics: how many steps the run took and planned."""
-PLOTS_FOLDER = Path("plots") / "metrics"
+PLOTS_FOLDER = LOG_CURVES
 
 
 def _record_folder(path: Path) -> Path:
