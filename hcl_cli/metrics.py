@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import INPUTS, is_finite_number, is_integer, read_inputs, read_json, recorded_output, write_output
 from hcl_cli.config.base import FEATURES
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 from hcl_cli.option import shown
 
 if TYPE_CHECKING:
@@ -115,20 +115,20 @@ def check_metrics(values: Mapping[str, Any], source: str, command: str) -> Evalu
     for key in ACCURACIES:
         value = values.get(key)
         if not is_finite_number(value) or not 0.0 <= value <= 1.0:
-            raise HclError(f"{source}: {key!r} must be a number in [0, 1] (got {shown(value)}): run hcl {command} again")
+            raise InputError(f"{source}: {key!r} must be a number in [0, 1] (got {shown(value)}): run hcl {command} again")
     if values["top5"] < values["top1"]:
-        raise HclError(f"{source}: 'top5' ({values['top5']!r}) is below 'top1' ({values['top1']!r}): run hcl {command} again")
+        raise InputError(f"{source}: 'top5' ({values['top5']!r}) is below 'top1' ({values['top1']!r}): run hcl {command} again")
     test_size = values.get("test_size")
     if not is_integer(test_size) or not 1 <= test_size <= TEST_SIZE_LIMIT:
-        raise HclError(f"{source}: 'test_size' must be a positive integer (got {shown(test_size)}): run hcl {command} again")
+        raise InputError(f"{source}: 'test_size' must be a positive integer (got {shown(test_size)}): run hcl {command} again")
     details = values.get(DETAILS, {})
     if not isinstance(details, dict):
-        raise HclError(f"{source}: {DETAILS!r} must be an object (got {type(details).__name__}): run hcl {command} again")
+        raise InputError(f"{source}: {DETAILS!r} must be an object (got {type(details).__name__}): run hcl {command} again")
     inputs = read_inputs(values, source)
     params = {key: value for key, value in values.items() if key not in {*FIELDS, DETAILS, INPUTS}}
     for key, value in params.items():
         if not isinstance(value, SCALARS) or (isinstance(value, float) and not is_finite_number(value)):
-            raise HclError(
+            raise InputError(
                 f"{source}: parameter {key!r} must be a string, number, boolean or null (got {shown(value)}): run hcl {command} again"
             )
     return EvaluationMetrics(
@@ -181,9 +181,9 @@ def evaluation_metrics(values: Mapping[str, Any], source: str, command: str, *, 
         if name not in metrics.params and not complete:
             continue
         if name not in metrics.params:
-            raise HclError(f"{source}: {name!r} is missing (the setting it was measured with): run hcl {command} again")
+            raise InputError(f"{source}: {name!r} is missing (the setting it was measured with): run hcl {command} again")
         if not check(metrics.params[name]):
-            raise HclError(f"{source}: {name!r} must be {expected} (got {shown(metrics.params[name])}): run hcl {command} again")
+            raise InputError(f"{source}: {name!r} must be {expected} (got {shown(metrics.params[name])}): run hcl {command} again")
     return metrics
 
 

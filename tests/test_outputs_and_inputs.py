@@ -219,13 +219,13 @@ def test_a_prepared_folder_replaced_since_pretraining_is_refused(run: Path, caps
     code, error = hcl(
         ["embed", "--data", "prepared", "--model", "m/encoder.safetensors", "--out", "e2.safetensors", "--device", "cpu"], capsys
     )
-    assert code == 1 and error.startswith(f"hcl embed: error: {expected}") and len(error.splitlines()) == 1
+    assert code == 2 and error.startswith(f"hcl embed: error: {expected}") and len(error.splitlines()) == 1
     paper = ["linear-eval", "--protocol", "paper", "--optimizer", "adam", "--epochs", "1", "--device", "cpu"]
     code, error = hcl([*paper, "--data", "prepared", "--model", "m/encoder.safetensors", "--out", "l.json"], capsys)
-    assert code == 1 and error.startswith(f"hcl linear-eval: error: {expected}")
+    assert code == 2 and error.startswith(f"hcl linear-eval: error: {expected}")
     report = ["report", "--metrics", "metrics", "--plots", "live", "--data", "prepared", "--model", "m/encoder.safetensors"]
     code, error = hcl([*report, "--out", "r/report.md"], capsys)
-    assert code == 1 and error.startswith(f"hcl report: error: {expected}")
+    assert code == 2 and error.startswith(f"hcl report: error: {expected}")
     code, error = hcl(
         ["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", "--resume", "--epochs", "2", *TINY[2:]], capsys
     )
@@ -242,7 +242,7 @@ def test_embeddings_whose_encoder_trained_on_other_data_are_refused_by_the_evalu
     for stage in ("knn-eval", "linear-eval"):
         code, error = hcl([stage, "--embeddings", "e.safetensors", "--out", "other.json", "--device", "cpu"], capsys)
         assert (
-            code == 1
+            code == 2
             and "e.safetensors (the prepared dataset it embeds) is not the prepared dataset that its encoder was made from" in error
         )
 
@@ -256,20 +256,20 @@ def test_the_report_refuses_inputs_of_different_runs(run: Path, capsys: pytest.C
     other_run["inputs"]["prepared"] = {"graphs.safetensors": "1" * 64, "split.safetensors": "2" * 64}
     (run / "g.json").write_text(json.dumps(other_run | {"dataset": "MUTAG"}))
     code, error = hcl(args, capsys)
-    assert code == 1 and error.startswith(
+    assert code == 2 and error.startswith(
         "hcl report: error: --data prepared is not the prepared dataset that --embeddings g.safetensors was made from"
     )
     knn = json.loads((run / "metrics" / "knn.json").read_text())
     (run / "metrics" / "knn.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64}}))
     args[args.index("g.safetensors")] = "e.safetensors"
     code, error = hcl(args, capsys)
-    assert code == 1 and error.startswith(
+    assert code == 2 and error.startswith(
         "hcl report: error: --embeddings e.safetensors is not the embeddings that metrics/knn.json was made from"
     )
     (run / "metrics" / "knn.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64, "encoder": "4" * 64}}))
     args[args.index("e.safetensors")] = "absent.safetensors"  # without the embeddings, the encoder they record still binds
     code, error = hcl(args, capsys)
-    assert code == 1 and error.startswith(
+    assert code == 2 and error.startswith(
         "hcl report: error: --model m/encoder.safetensors is not the encoder that metrics/knn.json was made from"
     )
     assert not (run / "r").exists()

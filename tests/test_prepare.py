@@ -412,7 +412,7 @@ def test_offline_without_files_names_what_to_put_where(
     monkeypatch.chdir(tmp_path)
     code = _run_cli(["prepare", "--dataset", "cifar10", "--path", "raw", "--out", "prepared"])
     errors = capsys.readouterr().err.splitlines()
-    assert code == 1 and len(errors) == 1
+    assert code == 2 and len(errors) == 1
     assert "cifar10 not found in raw: put cifar-10-python.tar.gz (or its extracted cifar-10-batches-py/) there" in errors[0]
     _assert_no_output(tmp_path / "prepared")
 
@@ -423,7 +423,7 @@ def test_corrupt_cifar_files_fail_the_checksum(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     code = _run_cli(["prepare", "--dataset", "cifar10", "--path", "raw", "--out", "prepared"])
     errors = capsys.readouterr().err.splitlines()
-    assert code == 1 and len(errors) == 1 and "failed torchvision's checks" in errors[0]
+    assert code == 2 and len(errors) == 1 and "failed torchvision's checks" in errors[0]
     _assert_no_output(tmp_path / "prepared")
 
 

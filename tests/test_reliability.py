@@ -213,7 +213,7 @@ def test_a_crafted_checkpoint_history_is_refused_on_resume(prepared_digits: Call
     values["loop_state"]["history"] = [{"epoch": 0, "../../escaped": 1.0}]
     sidecar.write_text(json.dumps(values))
     result = hcl(*args, "--epochs", "2", "--resume", cwd=tmp_path)
-    assert result.returncode == 1 and "'../../escaped' is not a metric name hcl writes" in result.stderr, result.stderr
+    assert result.returncode == 2 and "'../../escaped' is not a metric name hcl writes" in result.stderr, result.stderr
     assert not list(tmp_path.rglob("escaped*"))
 
 
@@ -267,7 +267,7 @@ def test_a_fifo_where_a_file_is_expected_is_refused_at_once(tmp_path: Path) -> N
     embeddings = hcl("knn-eval", "--embeddings", "fifo", "--out", "k.json", cwd=tmp_path, timeout=60)
     assert time.monotonic() - started < 50
     assert params.returncode == 2 and "not a regular file" in params.stderr, params.stderr
-    assert embeddings.returncode == 1 and "internal error" not in embeddings.stderr, embeddings.stderr
+    assert embeddings.returncode == 2 and "internal error" not in embeddings.stderr, embeddings.stderr
 
 
 HOOKED_HCL = """

@@ -22,6 +22,7 @@ import torch
 import yaml
 from PIL import Image
 
+from hcl_cli.artifacts import RECORD_FILE
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, EmbedConfig, KnnConfig, LinearConfig, PrepareConfig, PretrainConfig, ReportConfig
 from hcl_cli.diagnostics import ASSUMPTION1_KEY, LOSS_SAMPLERS, HardNegatives, loss_key
@@ -256,7 +257,7 @@ def test_missing_optional_inputs_drop_only_their_sections(run_folder: Path, tmp_
     report.run(report_config(run_folder, plots=absent, embeddings=absent, model=absent, out=str(out)))
     text = out.read_text()
     assert "## Metrics" in text and "## Evaluation protocol" in text
-    assert "## Figures" not in text and not (tmp_path / "figures").exists()
+    assert "## Figures" not in text and figure_names(tmp_path / "figures") == []
 
 
 def test_only_the_figures_whose_inputs_exist_are_linked(run_folder: Path, tmp_path: Path) -> None:
@@ -264,7 +265,7 @@ def test_only_the_figures_whose_inputs_exist_are_linked(run_folder: Path, tmp_pa
     report.run(report_config(run_folder, plots=str(tmp_path / "absent"), out=str(out)))
     links = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", out.read_text())
     assert {Path(link).name for link in links} == {"similarity.png", "hard_negatives.png"}
-    assert sorted(path.name for path in (tmp_path / "figures").iterdir()) == ["hard_negatives.png", "similarity.png"]
+    assert figure_names(tmp_path / "figures") == ["hard_negatives.png", "similarity.png"]
 
 
 def test_missing_metrics_folder_is_a_one_line_error(run_folder: Path, tmp_path: Path) -> None:
@@ -314,7 +315,7 @@ def test_cli_reports_a_missing_metrics_folder_in_one_line(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         main(["report", "--metrics", "nowhere"])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     error = capsys.readouterr().err.strip()
     assert error == "hcl report: error: metrics folder nowhere not found: run hcl knn-eval and hcl linear-eval first"
     assert not (tmp_path / "reports").exists()
@@ -446,6 +447,11 @@ def hcl(args: list[str]) -> int | str | None:
     return exit_info.value.code
 
 
+def figure_names(folder: Path) -> list[str]:
+    """The figures in ``folder`` (none when it is missing), besides hcl's record of what it wrote there."""
+    return sorted(path.name for path in folder.iterdir() if path.name != RECORD_FILE) if folder.exists() else []
+
+
 def folder_contents(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (hidden ones included), by relative path, with its bytes."""
     return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
@@ -472,7 +478,13 @@ def test_a_second_report_into_the_same_folder_fails_naming_it_and_the_first_ones
         "wait for it to end or choose another output folder"
     ]
     assert out.read_text().startswith("# first\n")
-    assert sorted(folder_contents(out.parent)) == ["figures/hscl_diagnostics.png", "figures/knn_top1.png", "figures/loss.png", "report.md"]
+    assert sorted(folder_contents(out.parent)) == [
+        f"figures/{RECORD_FILE}",
+        "figures/hscl_diagnostics.png",
+        "figures/knn_top1.png",
+        "figures/loss.png",
+        "report.md",
+    ]
 
 
 def test_a_full_disk_mid_write_leaves_the_old_set_and_names_the_file(
@@ -505,7 +517,7 @@ def test_a_new_report_replaces_the_whole_set(run_folder: Path, tmp_path: Path) -
     out = tmp_path / "reports" / "report.md"
     assert hcl(curves_only_args(run_folder, out)) == 0
     report.run(report_config(run_folder, plots=str(tmp_path / "absent"), embeddings=str(tmp_path / "absent"), out=str(out)))
-    assert sorted(path.name for path in (out.parent / "figures").iterdir()) == ["hard_negatives.png"], "no curve of the old run is left"
+    assert figure_names(out.parent / "figures") == ["hard_negatives.png"], "no curve of the old run is left"
     assert {Path(link).name for link in re.findall(r"!\[[^\]]+\]\(([^)]+)\)", out.read_text())} == {"hard_negatives.png"}
 
 

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import hcl_cli.stages.pretrain as pretrain
-from hcl_cli.artifacts import load_artifact
+from hcl_cli.artifacts import RECORD_FILE, load_artifact
 from hcl_cli.checkpoint import CHECKPOINT_FILE, CHECKPOINT_TEMPORARY, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.image import step
@@ -250,7 +250,12 @@ def test_kills_in_the_middle_of_a_save_leave_the_previous_checkpoint_intact(tmp_
         number = load_newest(folder)
         assert number >= newest, f"checkpoint {newest} was lost"
         newest = number
-        complete = {"latest.json", f"{TrainingPosition(number, 0).name}.safetensors", f"{TrainingPosition(number, 0).name}.json"}
+        complete = {
+            "latest.json",
+            RECORD_FILE,
+            f"{TrainingPosition(number, 0).name}.safetensors",
+            f"{TrainingPosition(number, 0).name}.json",
+        }
         left = [path.name for path in folder.iterdir() if path.name not in complete]
         interrupted_saves += bool(left)
         removable = [name for name in left if CHECKPOINT_FILE.fullmatch(name) or CHECKPOINT_TEMPORARY.fullmatch(name)]

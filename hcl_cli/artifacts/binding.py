@@ -23,7 +23,7 @@ from typing import Any
 from hcl_cli.artifacts.owned import owned_files
 from hcl_cli.artifacts.record import sha256_of
 from hcl_cli.artifacts.tensors import sidecar_path
-from hcl_cli.errors import HclError, shown
+from hcl_cli.errors import InputError, shown
 
 INPUTS = "inputs"
 """The key under which an artifact records what it was made from."""
@@ -81,11 +81,11 @@ def read_inputs(values: Mapping[str, Any], source: str) -> dict[str, Digests]:
     sha256 or an object of them; anything else is a one-line HclError naming ``source``."""
     inputs = values.get(INPUTS, {})
     if not isinstance(inputs, dict):
-        raise HclError(f"{source}: {INPUTS!r} must be an object (got {type(inputs).__name__})")
+        raise InputError(f"{source}: {INPUTS!r} must be an object (got {type(inputs).__name__})")
     for role, digests in inputs.items():
         files = digests.values() if isinstance(digests, dict) else [digests]
         if role not in ROLES or not all(isinstance(digest, str) for digest in files):
-            raise HclError(f"{source}: {INPUTS}.{shown(role)} must be one of {', '.join(ROLES)}, recording sha256 strings")
+            raise InputError(f"{source}: {INPUTS}.{shown(role)} must be one of {', '.join(ROLES)}, recording sha256 strings")
     return inputs
 
 
@@ -99,7 +99,7 @@ def check_made_from(made: str, inputs: Mapping[str, Digests], role: str, given: 
     if isinstance(recorded, dict) and isinstance(actual, dict):
         differing = sorted(name for name in recorded.keys() | actual.keys() if recorded.get(name) != actual.get(name))
         detail = f" ({', '.join(shown(name) for name in differing[:3])} {'differs' if len(differing) == 1 else 'differ'})"
-    raise HclError(
+    raise InputError(
         f"{given} is not the {ROLES[role]} that {made} was made from{detail}: they come from different runs; "
         "run the stages again, or give the inputs of one run"
     )

@@ -125,7 +125,7 @@ def write_output(path: str | os.PathLike[str], content: str | bytes, output: Out
     """Write ``content`` as ``path``, the recorded ``output`` (:func:`recorded_output`), and list it in its record."""
     if output.record_in is None:
         raise TypeError(f"{output.what} is not known by a record")
-    write_recorded(path, content, output.what, output.record_in(Path(path)), option)
+    write_recorded(path, content, output.what, output.record_in(Path(path)), option, output.foreign)
 
 
 def folder_output(what: str, foreign_entries: Callable[[Path], list[str]]) -> Output:

@@ -21,7 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +117,12 @@ def record_document(files: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"written_by": WRITTEN_BY, "files": dict(sorted(files.items()))}
 
 
-def write_recorded(path: str | os.PathLike[str], content: str | bytes, what: str, folder: Path, option: str) -> None:
-    """Write ``content`` as ``path``, hcl's ``what``, and list it so in ``folder``'s record; a ``path`` that is there and is not
-    hcl's own ``what`` (checked again under the record's lock) is a one-line UsageError and stays as it was."""
+def write_recorded(
+    path: str | os.PathLike[str], content: str | bytes, what: str, folder: Path, option: str, foreign: Callable[[Path], str | None]
+) -> None:
+    """Write ``content`` as ``path``, hcl's ``what``, and list it so in ``folder``'s record; a ``path`` that is there and is
+    ``foreign`` (not hcl's own ``what``: :func:`foreign_to_record`, checked again under the record's lock) is a one-line
+    UsageError and stays as it was."""
     target = Path(path)
     data = content.encode("utf-8") if isinstance(content, str) else content
     key = record_key(target, folder)
@@ -127,7 +130,7 @@ def write_recorded(path: str | os.PathLike[str], content: str | bytes, what: str
         old: list[str] = []
         if os.path.lexists(target):
             found = "a symbolic link" if target.is_symlink() else None if target.is_file() else "not a regular file"
-            found = found or foreign_to_record(target, what, folder, option)
+            found = found or foreign(target)
             if found is not None:
                 raise UsageError(
                     f"{option} {shown(target)} exists and is {found}; hcl writes only over its own {what}: move it away, or choose another {option}"

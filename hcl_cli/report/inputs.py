@@ -18,7 +18,7 @@ import torch
 
 from hcl_cli.artifacts import check_made_from, log_sha256, prepared_sha256, read_inputs, read_json, sidecar_path
 from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
 from hcl_cli.metrics import EvaluationMetrics, evaluation_metrics
 from hcl_cli.modality import Modality, Samples, modality_named, modality_of
@@ -68,7 +68,7 @@ class Prepared:
 def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
     """The metrics files present in ``folder``, by stage; a missing folder, or neither file, is an error."""
     if not folder.is_dir():
-        raise HclError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
+        raise InputError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
     paths = {name: folder / f"{name}.json" for name in METRIC_FILES}
     metrics = {
         name: evaluation_metrics(read_json(path, what=f"hcl {METRIC_FILES[name][1]} metrics"), str(path), METRIC_FILES[name][1])
@@ -76,7 +76,7 @@ def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
         if path.is_file()
     }
     if not metrics:
-        raise HclError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
+        raise InputError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
     return metrics
 
 
@@ -90,7 +90,7 @@ def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_f
         expected = card.counts["train"] + card.counts["test"] if svm else card.counts["test"]
         scored = f"{modality.sample_noun}s" if svm else f"test {modality.sample_noun}s"
         if values.test_size != expected:
-            raise HclError(
+            raise InputError(
                 f"{metrics_folder / f'{name}.json'} scored {values.test_size} {scored}, but {folder} holds {expected}: "
                 "the metrics come from another dataset (run the pipeline again, or give the --data it evaluated)"
             )
@@ -107,7 +107,7 @@ def read_encoder(path: Path, prepared: Prepared | None) -> TrainedEncoder:
     try:
         config = PretrainConfig(**sidecar.config)
     except (KeyError, TypeError, UsageError) as exc:
-        raise HclError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
+        raise InputError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
     if prepared is not None:
         modality.check_fits(model, prepared.card, str(path), str(prepared.folder))
     return TrainedEncoder(path, model, sidecar, config, modality)
@@ -151,7 +151,7 @@ def check_one_run(
         check_made_from(given, inputs, "encoder", model, encoder.sidecar.sha256 if encoder is not None else None)
         check_made_from(given, inputs, "prepared", data, prepared_digests)
         if prepared is not None and embedded.get("dataset", prepared.card.name) != prepared.card.name:
-            raise HclError(
+            raise InputError(
                 f"{given} embeds the dataset {shown(embedded.get('dataset'))}, but {data} holds {shown(prepared.card.name)}: "
                 "they come from different runs; run the stages again, or give the inputs of one run"
             )

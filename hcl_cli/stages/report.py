@@ -39,7 +39,7 @@ from pathlib import Path
 
 from hcl_cli.artifacts import check_outputs_apart, sidecar_path
 from hcl_cli.config.report import ReportConfig
-from hcl_cli.errors import HclError, shown
+from hcl_cli.errors import InputError, shown
 from hcl_cli.image.card import CARD_FILE
 from hcl_cli.reference import load_reference, reproduction_note
 from hcl_cli.report.baselines import knn_baselines, svm_baseline, untrained_name
@@ -57,9 +57,9 @@ def check_kind(option: str, path: Path, *, folder: bool) -> None:
     if not path.exists():
         return
     if folder and not path.is_dir():
-        raise HclError(f"{option} {shown(path)} is not a folder")
+        raise InputError(f"{option} {shown(path)} is not a folder")
     if not folder and not path.is_file():
-        raise HclError(f"{option} {shown(path)} is not a regular file")
+        raise InputError(f"{option} {shown(path)} is not a regular file")
 
 
 def run(config: ReportConfig) -> None:

@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from hcl_cli.artifacts import LOG_CURVES, LOG_SUMMARY, check_replaceable, recorded_output, write_output
+from hcl_cli.artifacts import LOG_CURVES, LOG_SUMMARY, Output, check_replaceable, recorded_output, write_output
 from hcl_cli.history import METRIC_NAME, History, check_metric_name
 from hcl_cli.interrupts import uninterrupted
 
@@ -35,8 +35,14 @@ def _record_folder(path: Path) -> Path:
     return path.parent.parent if path.suffix == ".tsv" else path.parent / PLOTS_FOLDER.parent
 
 
-SUMMARY_OUTPUT = recorded_output("training log", _record_folder)
-"""The log's ``metrics.json`` as an output (:func:`~hcl_cli.artifacts.check_replaceable`)."""
+_RECORDED_SUMMARY = recorded_output("training log", _record_folder)
+SUMMARY_OUTPUT = Output(
+    _RECORDED_SUMMARY.what,
+    lambda path: None if path.stat().st_size == 0 else _RECORDED_SUMMARY.foreign(path),
+    record_in=_record_folder,
+)
+"""The log's ``metrics.json`` as an output (:func:`~hcl_cli.artifacts.check_replaceable`): the one its folder's record lists,
+or an empty file (a kill while an older hcl wrote it in place: nothing to lose, and a resume rebuilds the log)."""
 CURVE_OUTPUT = recorded_output("training curve", _record_folder)
 """A curve of the log (``plots/metrics/NAME.tsv``) as an output."""
 
