@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cases_owned import link
 from .checks import absent, all_of, says, unchanged
 from .harness import CPU, KNN, LINEAR, LIVE, PRETRAIN, REPORT, RESUME, TIMEOUT, Case, Check, Result, Setup, success, usage
 from .setups import both, edit_json, write
@@ -33,14 +34,6 @@ def kept(name: str, *args: str, setup: Setup, paths: tuple[str, ...], expect: in
 
 def still_a_link(path: str) -> Check:
     return lambda work, result: None if (work / path).is_symlink() else f"{path} is no longer a symbolic link"
-
-
-def link(path: str, target: str) -> Setup:
-    def setup(work: Path) -> None:
-        (work / path).parent.mkdir(parents=True, exist_ok=True)
-        (work / path).symlink_to(work / target)
-
-    return setup
 
 
 def other_runs_log(work: Path) -> None:
