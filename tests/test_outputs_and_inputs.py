@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from hcl_cli.artifacts import check_replaceable, recorded_output, save_artifact, tensor_output, write_output
+from hcl_cli.artifacts import check_replaceable, log_sha256, recorded_output, save_artifact, tensor_output, write_output
 from hcl_cli.cli import main
 from hcl_cli.config import PrepareConfig
 from hcl_cli.errors import HclError, UsageError
@@ -98,7 +98,7 @@ def test_a_tensor_output_replaces_only_hcl_tensors_of_its_kind(tmp_path: Path) -
         ("notes", "a file hcl did not write"),
         ("theirs", "a safetensors file hcl did not write"),
         ("encoder", "an hcl 'encoder' artifact"),
-        ("changed", "a file hcl did not write"),
+        ("changed", r"not the embeddings artifact hcl wrote there \(damaged, or changed since"),
     ]:
         with pytest.raises(UsageError, match=rf"--out .*{name}\.safetensors exists and is {found}(\W|$)"):
             check_replaceable("--out", tmp_path / f"{name}.safetensors", embeddings)
@@ -178,7 +178,7 @@ def test_pretrain_keeps_a_users_curve_and_checkpoint_pointer(run: Path, capsys: 
     (run / "m" / "checkpoints" / "latest.json").write_text('{"mine": 1}')
     (run / "m" / "checkpoints" / "epoch-notes.txt").write_text("kept")
     code, error = hcl(["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", *TINY], capsys)
-    assert code == 2 and "--out m/checkpoints/latest.json exists and is a file hcl has no record of writing" in error
+    assert code == 2 and "--out m/checkpoints/latest.json exists and is not the checkpoint pointer hcl wrote there" in error
     (run / "m" / "checkpoints" / "latest.json").unlink()
     assert hcl(["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", *TINY], capsys)[0] == 0
     assert (run / "m" / "checkpoints" / "epoch-notes.txt").read_text() == "kept", "a fresh start deletes only checkpoints"
@@ -203,7 +203,7 @@ def test_the_encoder_embeddings_and_metrics_record_what_they_were_made_from(run:
     }
     encoder = json.loads((run / "m" / "encoder.json").read_text())
     embeddings = json.loads((run / "e.json").read_text())
-    assert encoder["inputs"] == {"prepared": prepared}
+    assert encoder["inputs"] == {"prepared": prepared, "training_log": log_sha256(run / "live")}
     assert embeddings["inputs"] == {"encoder": encoder["sha256"], "prepared": prepared}
     for name in ("knn", "linear"):
         scored = json.loads((run / "metrics" / f"{name}.json").read_text())["inputs"]
