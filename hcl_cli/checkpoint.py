@@ -41,17 +41,17 @@ from hcl_cli.artifacts import (
     check_replaceable,
     first_line,
     is_finite_number,
-    json_output,
     library_versions,
     load_artifact,
     read_json,
+    recorded_output,
     save_artifact,
     sidecar_path,
     tensor_output,
-    write_json,
+    write_output,
 )
 from hcl_cli.checkpoint_state import capture_rng, flatten_optimizer, match_parameter_layouts, restore_rng, unflatten_optimizer
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.history import read_history
 
 CHECKPOINT_KIND = "checkpoint"
@@ -66,7 +66,7 @@ CHECKPOINT_TEMPORARY = re.compile(r"\.(hcl\.)?(epoch-\d{4,}-step-|latest\.json).
 """The temporary file of a checkpoint or of the pointer that a killed save left (:func:`~hcl_cli.artifacts.temp_sibling`;
 ``.NAME.<random>.tmp`` from earlier versions)."""
 CHECKPOINT_OUTPUT = tensor_output("checkpoint", (CHECKPOINT_KIND,))
-POINTER_OUTPUT = json_output("checkpoint pointer", ("checkpoint",), lambda values: isinstance(values["checkpoint"], str))
+POINTER_OUTPUT = recorded_output("checkpoint pointer")
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class CheckpointStore:
             return self._newest_complete()
         name = read_json(self.pointer, what="checkpoint pointer").get("checkpoint")
         if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
-            raise HclError(f"{self.pointer}: 'checkpoint' must name a .safetensors file in {self.folder} (got {name!r})")
+            raise InputError(f"{self.pointer}: 'checkpoint' must name a .safetensors file in {self.folder} (got {name!r})")
         return self.folder / name
 
     def _newest_complete(self) -> Path | None:
@@ -151,13 +151,13 @@ class CheckpointStore:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise HclError(f"cannot read {self.folder}: {exc.strerror or exc}") from exc
+            raise InputError(f"cannot read {self.folder}: {exc.strerror or exc}") from exc
         found = [(int(match[1]), int(match[2]), name) for name in names if (match := CHECKPOINT_NAME.fullmatch(name))]
         for *_, name in sorted(found, reverse=True):
             if _is_complete(self.folder / name):
                 return self.folder / name
         if len(found) > 1:
-            raise HclError(
+            raise InputError(
                 f"{self.folder} has no {POINTER_FILE} and none of its checkpoints is complete "
                 f"({', '.join(name for *_, name in found[:3])}): run without --resume to start over"
             )
@@ -193,7 +193,7 @@ class CheckpointStore:
             "versions": library_versions(),
         }
         save_artifact(path, tensors, CHECKPOINT_KIND, meta)
-        write_json(self.pointer, {"checkpoint": path.name})
+        write_output(self.pointer, json.dumps({"checkpoint": path.name}, indent=2) + "\n", POINTER_OUTPUT, "--out")
         self._remove_all_but(path)
         return path
 
@@ -221,9 +221,17 @@ class CheckpointStore:
         path = self.latest()
         if path is None:
             return None
-        if "sha256" not in read_json(sidecar_path(path), what="checkpoint sidecar"):
-            raise CheckpointMismatch(f"{path} was written by an older hcl (its sidecar records no 'sha256')")
-        tensors, sidecar = load_artifact(path, CHECKPOINT_KIND, CHECKPOINT_TENSORS)
+        try:
+            if "sha256" not in read_json(sidecar_path(path), what="checkpoint sidecar"):
+                raise CheckpointMismatch(f"{path} was written by an older hcl (its sidecar records no 'sha256')")
+            tensors, sidecar = load_artifact(path, CHECKPOINT_KIND, CHECKPOINT_TENSORS)
+        except CheckpointMismatch:
+            raise
+        except HclError as exc:  # truncated, corrupt or missing: say how to go on, under dvc.yaml's --resume too
+            raise UsageError(
+                f"{first_line(exc)}; to go on, move {shown(self.folder)} aside (pretrain then starts over), "
+                "or run without --resume to start over"
+            ) from exc
         position = _read_position(path, sidecar.get("position"))
         _check_identity(path, sidecar.get("identity"), identity)
         if position.epoch > epochs:
@@ -239,7 +247,7 @@ class CheckpointStore:
             match_parameter_layouts(optimizer)
             restore_rng(tensors, sidecar["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise HclError(f"{path}: not a checkpoint of this model ({first_line(exc)})") from exc
+            raise InputError(f"{path}: not a checkpoint of this model ({first_line(exc)})") from exc
         return Checkpoint(position, loop_state, path)
 
     def unfinished(self, identity: Mapping[str, Any]) -> str | None:
@@ -289,11 +297,11 @@ def _is_complete(path: Path) -> bool:
 def _read_position(path: Path, recorded: Any) -> TrainingPosition:
     """The sidecar's ``position``: non-negative integers ``epoch`` and ``step``."""
     if not isinstance(recorded, dict):
-        raise HclError(f"{path}: the sidecar records no 'position' object (got {recorded!r})")
+        raise InputError(f"{path}: the sidecar records no 'position' object (got {recorded!r})")
     for field in ("epoch", "step"):
         value = recorded.get(field)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise HclError(f"{path}: the sidecar's 'position.{field}' must be a non-negative integer (got {value!r})")
+            raise InputError(f"{path}: the sidecar's 'position.{field}' must be a non-negative integer (got {value!r})")
     return TrainingPosition(recorded["epoch"], recorded["step"])
 
 
@@ -301,21 +309,21 @@ def _read_loop_state(path: Path, recorded: Any, epoch_total_fields: Collection[s
     """The sidecar's ``loop_state``, its ``epoch_totals`` (if any, or if fields are asked for) an object of numbers, its
     ``history`` (if any) rows of metrics under the names the training log writes (:func:`~hcl_cli.history.read_history`)."""
     if not isinstance(recorded, dict):
-        raise HclError(f"{path}: the sidecar records no 'loop_state' object (got {recorded!r})")
+        raise InputError(f"{path}: the sidecar records no 'loop_state' object (got {recorded!r})")
     if "history" in recorded:
         recorded = {**recorded, "history": read_history(recorded["history"], f"{path}: the sidecar's 'loop_state.history'")}
     if "epoch_totals" not in recorded and epoch_total_fields is None:
         return dict(recorded)
     totals = recorded.get("epoch_totals")
     if not isinstance(totals, dict):
-        raise HclError(f"{path}: the sidecar's 'loop_state.epoch_totals' must be an object of numbers (got {totals!r})")
+        raise InputError(f"{path}: the sidecar's 'loop_state.epoch_totals' must be an object of numbers (got {totals!r})")
     for key, value in totals.items():
         if not is_finite_number(value):
-            raise HclError(f"{path}: the sidecar's 'loop_state.epoch_totals.{key}' must be a finite number (got {value!r})")
+            raise InputError(f"{path}: the sidecar's 'loop_state.epoch_totals.{key}' must be a finite number (got {value!r})")
     if epoch_total_fields is not None:
         missing, extra = sorted(set(epoch_total_fields) - totals.keys()), sorted(totals.keys() - set(epoch_total_fields))
         if missing or extra:
-            raise HclError(
+            raise InputError(
                 f"{path}: the sidecar's 'loop_state.epoch_totals' lacks {', '.join(missing) or 'nothing'} "
                 f"and has unknown {', '.join(extra) or 'nothing'} (expected {', '.join(epoch_total_fields)})"
             )
@@ -331,6 +339,6 @@ def identity_changes(saved: Mapping[str, Any], current: Mapping[str, Any]) -> st
 def _check_identity(path: Path, saved: Any, current: Mapping[str, Any]) -> None:
     """Raise :class:`CheckpointMismatch` naming every key (but ``epochs``) whose value differs."""
     if not isinstance(saved, dict):
-        raise HclError(f"{path}: the sidecar records no 'identity' (parameters and dataset)")
+        raise InputError(f"{path}: the sidecar records no 'identity' (parameters and dataset)")
     if differences := identity_changes(saved, current):
         raise CheckpointMismatch(f"{path} was made with other settings ({differences})")

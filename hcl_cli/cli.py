@@ -332,6 +332,10 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     prog = "hcl" + (f" {args[0]}" if args and not args[0].startswith("-") else "")
     try:
+        os.getcwd()  # before any stage imports torch, which dies on a deleted working directory with no line of hcl's
+    except OSError as exc:
+        _fail(prog, f"the working directory cannot be read ({exc.strerror}; deleted?): cd to a folder that exists and run again", 2, debug)
+    try:
         with interrupt_policy(prog):
             code = command.main(args=args, prog_name="hcl", standalone_mode=False)
     except typer.Abort:

@@ -20,7 +20,7 @@ import torch
 
 from hcl_cli.artifacts import TensorSpec, check_made_from, library_versions, load_artifact, read_inputs, save_artifact, tensor_output
 from hcl_cli.config.base import FEATURES
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import InputError, UsageError
 
 EMBEDDINGS_KIND = "embeddings"
 EMBEDDINGS_OUTPUT = tensor_output("embeddings artifact", (EMBEDDINGS_KIND,))
@@ -58,7 +58,7 @@ def save_embeddings(path: str | os.PathLike[str], tensors: Mapping[str, torch.Te
     for name, spec in TENSOR_SPECS.items():
         tensor = tensors.get(name)
         if tensor is None or tensor.dtype != spec.dtype or tensor.ndim != spec.ndim:
-            raise HclError(f"{path}: embeddings need {name!r} as {str(spec.dtype).removeprefix('torch.')} with {spec.ndim} dims")
+            raise InputError(f"{path}: embeddings need {name!r} as {str(spec.dtype).removeprefix('torch.')} with {spec.ndim} dims")
     _check_consistent(path, tensors, FEATURES)
     save_artifact(path, tensors, EMBEDDINGS_KIND, {"versions": library_versions(), **meta})
 
@@ -77,7 +77,7 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
     tensors, sidecar = load_artifact(path, EMBEDDINGS_KIND, {name: TENSOR_SPECS[name] for name in names})
     classes = sidecar.get("classes")
     if not isinstance(classes, list) or not classes:
-        raise HclError(f"{path}: the sidecar lists no classes, so the labels cannot be evaluated")
+        raise InputError(f"{path}: the sidecar lists no classes, so the labels cannot be evaluated")
     _check_consistent(path, tensors, (feature,))
     encoder = sidecar.get("encoder")
     trained_on = read_inputs(encoder, f"{path}: encoder") if isinstance(encoder, dict) else {}
@@ -85,14 +85,14 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
     check_made_from("its encoder", trained_on, "prepared", f"{path} (the prepared dataset it embeds)", made_from.get("prepared"))
     for split in SPLITS:
         if not tensors[f"{split}_{feature}"].isfinite().all():
-            raise HclError(f"{path}: {split}_{feature} holds NaN or infinite values")
+            raise InputError(f"{path}: {split}_{feature} holds NaN or infinite values")
         labels = tensors[f"{split}_labels"]
         if (labels < 0).any():
-            raise HclError(
+            raise InputError(
                 f"{path}: {split}_labels holds -1 (unlabelled images); kNN and linear evaluation need labelled {split} embeddings"
             )
         if (labels >= len(classes)).any():
-            raise HclError(f"{path}: {split}_labels holds label {int(labels.max())}, but the sidecar lists {len(classes)} classes")
+            raise InputError(f"{path}: {split}_labels holds label {int(labels.max())}, but the sidecar lists {len(classes)} classes")
     return EvalSet(
         feature=feature,
         train_x=tensors[f"train_{feature}"],
@@ -110,12 +110,12 @@ def _check_consistent(path: str | os.PathLike[str], tensors: Mapping[str, torch.
     for split in SPLITS:
         count = len(tensors[f"{split}_labels"])
         if count == 0:
-            raise HclError(f"{path}: the {split} split holds no embeddings")
+            raise InputError(f"{path}: the {split} split holds no embeddings")
         for feature in features:
             rows = len(tensors[f"{split}_{feature}"])
             if rows != count:
-                raise HclError(f"{path}: {split}_{feature} holds {rows} embeddings but {split}_labels holds {count} labels")
+                raise InputError(f"{path}: {split}_{feature} holds {rows} embeddings but {split}_labels holds {count} labels")
     for feature in features:
         train_dim, test_dim = tensors[f"train_{feature}"].shape[1], tensors[f"test_{feature}"].shape[1]
         if train_dim != test_dim:
-            raise HclError(f"{path}: train_{feature} has dimension {train_dim} but test_{feature} has {test_dim}")
+            raise InputError(f"{path}: train_{feature} has dimension {train_dim} but test_{feature} has {test_dim}")

@@ -12,9 +12,14 @@ class HclError(Exception):
 
 
 class UsageError(HclError):
-    """An invalid option or parameter value. Exit code 2, as for any command-line usage error."""
+    """An invalid option or parameter value, or an output in the way. Exit code 2, as for any command-line usage error."""
 
     exit_code = 2
+
+
+class InputError(UsageError):
+    """An input the user gave (a file or folder) that hcl cannot use: missing, unreadable, malformed, corrupt, or of another
+    run than the inputs beside it. Exit code 2: the user fixes it (docs/errors.md)."""
 
 
 def first_line(error: BaseException) -> str:

@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 """The shape of every metric name hcl logs, and so of every ``plots/metrics/NAME.tsv``."""
@@ -25,7 +25,7 @@ History = list[dict[str, float]]
 def check_metric_name(name: object, source: str) -> str:
     """``name`` when it is a metric name hcl writes, else a one-line HclError naming ``source``."""
     if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
-        raise HclError(f"{source}: {name!r} is not a metric name hcl writes (lower-case letters, digits, _ and -)")
+        raise InputError(f"{source}: {name!r} is not a metric name hcl writes (lower-case letters, digits, _ and -)")
     return name
 
 
@@ -37,20 +37,20 @@ def read_history(recorded: Any, source: str) -> History:
     HclError.
     """
     if not isinstance(recorded, list):
-        raise HclError(f"{source} must be a list of per-epoch rows (got {type(recorded).__name__})")
+        raise InputError(f"{source} must be a list of per-epoch rows (got {type(recorded).__name__})")
     history: History = []
     for index, row in enumerate(recorded):
         where = f"{source}[{index}]"
         if not isinstance(row, dict):
-            raise HclError(f"{where} must be an object of metrics (got {row!r})")
+            raise InputError(f"{where} must be an object of metrics (got {row!r})")
         epoch = row.get("epoch")
         if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0 or (history and epoch <= history[-1]["epoch"]):
-            raise HclError(f"{where}.epoch must be a non-negative integer above the previous row's (got {epoch!r})")
+            raise InputError(f"{where}.epoch must be a non-negative integer above the previous row's (got {epoch!r})")
         for name, value in row.items():
             if name == "epoch":
                 continue
             check_metric_name(name, where)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise HclError(f"{where}.{name} must be a finite number (got {value!r})")
+                raise InputError(f"{where}.{name} must be a finite number (got {value!r})")
         history.append(dict(row))
     return history

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 
 if TYPE_CHECKING:
     import torch
@@ -196,13 +196,13 @@ def modality_of(folder: str | Path) -> Modality:
     """The modality that wrote the prepared ``folder``, from its ``card.json`` (``image`` when unnamed)."""
     card = Path(folder) / "card.json"
     if card.exists() and not card.is_file():  # a FIFO would block the read forever
-        raise HclError(f"{card}: not a regular file")
+        raise InputError(f"{card}: not a regular file")
     try:
         name = json.loads(card.read_text(encoding="utf-8")).get("modality", "image")
     except FileNotFoundError:
-        raise HclError(f"{folder} is not a prepared dataset (no card.json): run hcl prepare first") from None
+        raise InputError(f"{folder} is not a prepared dataset (no card.json): run hcl prepare first") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
-        raise HclError(f"{card}: not a readable dataset card ({error.__class__.__name__})") from None
+        raise InputError(f"{card}: not a readable dataset card ({error.__class__.__name__})") from None
     if name not in MODALITIES:
-        raise HclError(f"{card}: unknown modality {name!r} (known: {', '.join(MODALITIES)})")
+        raise InputError(f"{card}: unknown modality {name!r} (known: {', '.join(MODALITIES)})")
     return modality_named(name)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hcl_cli.artifacts import RECORD_FILE
 from hcl_cli.cli import main
 from hcl_cli.config import EmbedConfig
 from hcl_cli.image.card import load_card
@@ -184,67 +185,67 @@ CASES = [
     Case(
         "missing data for a supervised sampler",
         ["pretrain", "--data", "{run}/missing", "--sampler", "scl", "--out", "{run}/out/models"],
-        RUNTIME,
+        USAGE,
         "{run}/missing",
     ),
-    Case("missing prepared data", ["pretrain", "--data", "{run}/nowhere", "--out", "{run}/out/models"], RUNTIME, "{run}/nowhere"),
+    Case("missing prepared data", ["pretrain", "--data", "{run}/nowhere", "--out", "{run}/out/models"], USAGE, "{run}/nowhere"),
     Case(
         "missing image folder",
         ["prepare", "--dataset", "imagefolder", "--path", "{run}/no-images", "--out", "{run}/out/prepared"],
-        RUNTIME,
+        USAGE,
         "{run}/no-images",
     ),
     Case(
         "missing encoder",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/none.safetensors", "--out", "{run}/out/emb.safetensors"],
-        RUNTIME,
+        USAGE,
         "none.safetensors",
     ),
     Case(
         "truncated encoder",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/truncated.safetensors", "--out", "{run}/out/emb.safetensors"],
-        RUNTIME,
+        USAGE,
         "truncated.safetensors",
         truncate_model,
     ),
     Case(
         "foreign file as encoder",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/embeddings.safetensors", "--out", "{run}/out/emb.safetensors"],
-        RUNTIME,
+        USAGE,
         "expected an encoder artifact",
     ),
     Case(
         "missing embeddings",
         ["knn-eval", "--embeddings", "{run}/none.safetensors", "--out", "{run}/out/knn.json"],
-        RUNTIME,
+        USAGE,
         "none.safetensors",
     ),
     Case(
         "empty embeddings file",
         ["linear-eval", "--embeddings", "{run}/empty.safetensors", "--out", "{run}/out/linear.json"],
-        RUNTIME,
+        USAGE,
         "empty.safetensors: not a readable safetensors file",
         empty_embeddings,
     ),
-    Case("missing metrics folder", ["report", "--metrics", "{run}/no-metrics", "--out", "{run}/out/report.md"], RUNTIME, "no-metrics"),
+    Case("missing metrics folder", ["report", "--metrics", "{run}/no-metrics", "--out", "{run}/out/report.md"], USAGE, "no-metrics"),
     Case(
         "encoder with NaN weights",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/nan.safetensors", "--out", "{run}/out/emb.safetensors"],
-        RUNTIME,
+        USAGE,
         "nan.safetensors: tensor 'backbone.features.0.0.weight' holds NaN or infinite weights",
         nan_encoder,
     ),
     Case(
         "encoder sidecar without mean",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/nomean.safetensors", "--out", "{run}/out/emb.safetensors"],
-        RUNTIME,
+        USAGE,
         "nomean.safetensors: sidecar field 'mean' must be a list of 1 numbers",
         encoder_without_mean,
     ),
     Case(
         "encoder with another save's sidecar",
         ["embed", "--data", "{run}/prepared", "--model", "{run}/stale.safetensors", "--out", "{run}/out/emb.safetensors"],
-        RUNTIME,
+        USAGE,
         "stale.safetensors: the tensor file does not match the 'sha256' its sidecar",
         encoder_with_an_old_sidecar,
     ),
@@ -316,15 +317,16 @@ def test_debug_flag_shows_the_traceback(run_folder: Path, capsys: pytest.Capture
     code, err = invoke(
         ["--debug", "knn-eval", "--embeddings", str(run_folder / "none.safetensors"), "--out", str(run_folder / "out" / "knn.json")], capsys
     )
-    assert code == RUNTIME and "Traceback" in err and err.strip().splitlines()[-1].startswith("hcl knn-eval: error:")
+    assert code == USAGE and "Traceback" in err and err.strip().splitlines()[-1].startswith("hcl knn-eval: error:")
 
 
 def test_disk_full_leaves_the_previous_metrics_intact(
     run_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "knn.json"
-    out.write_text('{"top1": 0.5, "top5": 0.5, "test_size": 1}\n')  # its own earlier result, which it may replace
     args = ["knn-eval", "--k", "5", "--embeddings", str(run_folder / "embeddings.safetensors"), "--out", str(out)]
+    assert invoke(args, capsys)[0] == 0  # its own earlier result, which it may replace
+    before = out.read_text()
 
     def disk_full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -333,8 +335,8 @@ def test_disk_full_leaves_the_previous_metrics_intact(
     code, err = invoke(args, capsys)
     assert code == RUNTIME
     assert_one_line_error(err, "knn-eval", "No space left on device")
-    assert out.read_text() == '{"top1": 0.5, "top5": 0.5, "test_size": 1}\n', "the previous file is untouched"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["knn.json"], "no temporary file is left"
+    assert out.read_text() == before, "the previous file is untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RECORD_FILE, "knn.json"], "no temporary file is left"
 
 
 OVERLAPS = [

@@ -160,7 +160,7 @@ def test_metrics_round_trip_keeps_params_flat_and_details_apart(tmp_path: Path) 
     details = {"augmentation": {"recipe": "digits", "blur": False}}
     inputs = {"embeddings": "ab" * 32}
     written = EvaluationMetrics(0.5, 0.75, 8, LinearConfig(epochs=3).params(), details, inputs)
-    save_metrics(tmp_path / "linear.json", written)
+    save_metrics(tmp_path / "linear.json", written, "linear-eval")
     assert load_metrics(tmp_path / "linear.json", "linear-eval") == written
     stored = json.loads((tmp_path / "linear.json").read_text())
     assert stored == {"top1": 0.5, "top5": 0.75, "test_size": 8, **LinearConfig(epochs=3).params(), "details": details, "inputs": inputs}, (
@@ -201,12 +201,12 @@ def test_a_bad_metrics_file_is_one_line_naming_the_file_and_the_field(tmp_path: 
 @pytest.mark.parametrize(
     ("command", "corrupt", "extra", "exit_code", "message"),
     [
-        ("knn-eval", _shorter_train_labels, [], 1, "train_labels holds 37 labels"),
-        ("linear-eval", _shorter_train_labels, [], 1, "train_labels holds 37 labels"),
+        ("knn-eval", _shorter_train_labels, [], 2, "train_labels holds 37 labels"),
+        ("linear-eval", _shorter_train_labels, [], 2, "train_labels holds 37 labels"),
         ("knn-eval", None, ["--feature", "pixels"], 2, "--feature must be one of backbone, projection"),
         ("linear-eval", None, ["--feature", "pixels"], 2, "--feature must be one of backbone, projection"),
-        ("knn-eval", _unlabelled_train, [], 1, "kNN and linear evaluation need labelled train embeddings"),
-        ("linear-eval", _unlabelled_train, [], 1, "kNN and linear evaluation need labelled train embeddings"),
+        ("knn-eval", _unlabelled_train, [], 2, "kNN and linear evaluation need labelled train embeddings"),
+        ("linear-eval", _unlabelled_train, [], 2, "kNN and linear evaluation need labelled train embeddings"),
         ("knn-eval", None, ["--k", "41"], 2, "--k 41 is larger than the bank of 40 train embeddings"),
     ],
 )

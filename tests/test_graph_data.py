@@ -12,7 +12,7 @@ import torch
 from test_graph_step import write_toy_tu
 
 from hcl_cli.cli import main
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError, InputError, UsageError
 from hcl_cli.graph.batch import GraphBatcher
 from hcl_cli.graph.card import CARD_FILE, is_graph_folder
 from hcl_cli.graph.data import build_dataset, load_prepared_graphs, prepare_tu, save_prepared_graphs
@@ -133,7 +133,7 @@ def test_a_malformed_file_is_one_line_naming_file_and_line(tmp_path: Path, case:
             read_tu_files(source, NAME)
         text = str(raised.value)
         assert message in text and "\n" not in text
-        assert not isinstance(raised.value, UsageError)
+        assert isinstance(raised.value, InputError), "a malformed input file is the user's to fix: exit 2 (docs/errors.md)"
 
 
 def test_a_utf8_byte_order_mark_is_read_as_nothing(tmp_path: Path) -> None:

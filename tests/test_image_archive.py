@@ -106,7 +106,7 @@ def test_an_unsafe_archive_is_one_line_and_writes_nothing(
     with pytest.raises(SystemExit) as exit_info:
         main(["prepare", "--dataset", "imagefolder", "--path", str(path), "--out", "prepared"])
     errors = capsys.readouterr().err.splitlines()
-    assert exit_info.value.code == 1 and len(errors) == 1 and message in errors[0], errors
+    assert exit_info.value.code == 2 and len(errors) == 1 and message in errors[0], errors
     assert not (tmp_path / "prepared").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["images.tar.gz"]
 
 

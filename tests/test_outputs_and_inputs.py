@@ -19,11 +19,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from hcl_cli.artifacts import check_replaceable, save_artifact, tensor_output, text_output
+from hcl_cli.artifacts import check_replaceable, log_sha256, recorded_output, save_artifact, tensor_output, write_output
 from hcl_cli.cli import main
 from hcl_cli.config import PrepareConfig
 from hcl_cli.errors import HclError, UsageError
-from hcl_cli.metrics import check_metrics
+from hcl_cli.metrics import METRICS_OUTPUTS, check_metrics, load_metrics, save_metrics
 from hcl_cli.stages import compare, prepare
 
 TINY = ("--epochs", "1", "--batch-size", "32", "--arch", "small_cnn", "--device", "cpu")
@@ -98,7 +98,7 @@ def test_a_tensor_output_replaces_only_hcl_tensors_of_its_kind(tmp_path: Path) -
         ("notes", "a file hcl did not write"),
         ("theirs", "a safetensors file hcl did not write"),
         ("encoder", "an hcl 'encoder' artifact"),
-        ("changed", "a file hcl did not write"),
+        ("changed", r"not the embeddings artifact hcl wrote there \(damaged, or changed since"),
     ]:
         with pytest.raises(UsageError, match=rf"--out .*{name}\.safetensors exists and is {found}(\W|$)"):
             check_replaceable("--out", tmp_path / f"{name}.safetensors", embeddings)
@@ -112,14 +112,26 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_text_output_replaces_only_a_file_with_its_line(tmp_path: Path) -> None:
-    table = text_output("comparison table", "# Sweep comparison")
-    (tmp_path / "ours.md").write_text("# Sweep comparison\n\n| a |\n")
-    (tmp_path / "notes.md").write_text("# My notes\n")
+def test_a_recorded_output_replaces_only_a_file_its_record_lists(tmp_path: Path) -> None:
+    """Ownership by hcl's record of what it wrote, never by a file's content (issue 41, item 1)."""
+    table = recorded_output("comparison table")
+    write_output(tmp_path / "ours.md", "# Sweep comparison\n", table)
+    (tmp_path / "notes.md").write_text("# Sweep comparison\n\n| a |\n")  # a user's file that looks like hcl's
     (tmp_path / "folder.md").mkdir()
     check_replaceable("--out", tmp_path / "ours.md", table)
-    with pytest.raises(UsageError, match="notes.md exists and is a file hcl did not write; hcl writes only over its own comparison table"):
+    write_output(tmp_path / "ours.md", "# Sweep comparison\n\n| b |\n", table)
+    with pytest.raises(
+        UsageError, match="notes.md exists and is a file hcl has no record of writing; hcl writes only over its own comparison table"
+    ):
         check_replaceable("--out", tmp_path / "notes.md", table)
+    with pytest.raises(UsageError, match="notes.md exists and is a file hcl has no record of writing"):
+        write_output(tmp_path / "notes.md", "# Sweep comparison\n", table)
+    assert (tmp_path / "notes.md").read_text() == "# Sweep comparison\n\n| a |\n"
+    with pytest.raises(UsageError, match="ours.md exists and is hcl's comparison table, not its report"):
+        check_replaceable("--out", tmp_path / "ours.md", recorded_output("report"))
+    (tmp_path / "ours.md").write_text("# edited by hand\n")
+    with pytest.raises(UsageError, match="ours.md exists and is not the comparison table hcl wrote there"):
+        check_replaceable("--out", tmp_path / "ours.md", table)
     with pytest.raises(UsageError, match="folder.md exists and is a folder, not hcl's comparison table"):
         check_replaceable("--out", tmp_path / "folder.md", table)
 
@@ -148,7 +160,9 @@ def test_report_keeps_a_users_report_and_a_symbolic_link(run: Path, capsys: pyte
     (run / "linked" / "report.md").symlink_to(run / "r" / "report.md")
     before = contents(run)
     code, error = hcl([*args, "--out", "mine/report.md"], capsys)
-    assert code == 2 and "--out mine/report.md exists and is a file hcl did not write; hcl writes only over its own report" in error
+    assert (
+        code == 2 and "--out mine/report.md exists and is a file hcl has no record of writing; hcl writes only over its own report" in error
+    )
     code, error = hcl([*args, "--out", "linked/report.md"], capsys)
     assert code == 2 and "--out linked/report.md is a symbolic link" in error
     assert contents(run) == before
@@ -158,13 +172,13 @@ def test_pretrain_keeps_a_users_curve_and_checkpoint_pointer(run: Path, capsys: 
     (run / "live" / "plots" / "metrics" / "loss.tsv").write_text("my own loss\n")
     before = contents(run)
     code, error = hcl(["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", *TINY], capsys)
-    assert code == 2 and "--live-dir live/plots/metrics/loss.tsv exists and is a file hcl did not write" in error
+    assert code == 2 and "--live-dir live/plots/metrics/loss.tsv exists and is not the training curve hcl wrote there" in error
     assert contents(run) == before
     shutil.rmtree(run / "live")
     (run / "m" / "checkpoints" / "latest.json").write_text('{"mine": 1}')
     (run / "m" / "checkpoints" / "epoch-notes.txt").write_text("kept")
     code, error = hcl(["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", *TINY], capsys)
-    assert code == 2 and "--out m/checkpoints/latest.json exists and is a JSON file hcl did not write" in error
+    assert code == 2 and "--out m/checkpoints/latest.json exists and is not the checkpoint pointer hcl wrote there" in error
     (run / "m" / "checkpoints" / "latest.json").unlink()
     assert hcl(["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", *TINY], capsys)[0] == 0
     assert (run / "m" / "checkpoints" / "epoch-notes.txt").read_text() == "kept", "a fresh start deletes only checkpoints"
@@ -174,7 +188,7 @@ def test_compare_keeps_a_users_table(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))  # refused before dvc runs: dvc is not even needed
     (tmp_path / "table.csv").write_text("name,score\n")
-    with pytest.raises(UsageError, match="--out table.csv exists and is a file hcl did not write"):
+    with pytest.raises(UsageError, match="--out table.csv exists and is a file hcl has no record of writing"):
         compare.run("table", compare.Selection())
     assert (tmp_path / "table.csv").read_text() == "name,score\n"
 
@@ -189,7 +203,7 @@ def test_the_encoder_embeddings_and_metrics_record_what_they_were_made_from(run:
     }
     encoder = json.loads((run / "m" / "encoder.json").read_text())
     embeddings = json.loads((run / "e.json").read_text())
-    assert encoder["inputs"] == {"prepared": prepared}
+    assert encoder["inputs"] == {"prepared": prepared, "training_log": log_sha256(run / "live")}
     assert embeddings["inputs"] == {"encoder": encoder["sha256"], "prepared": prepared}
     for name in ("knn", "linear"):
         scored = json.loads((run / "metrics" / f"{name}.json").read_text())["inputs"]
@@ -205,13 +219,13 @@ def test_a_prepared_folder_replaced_since_pretraining_is_refused(run: Path, caps
     code, error = hcl(
         ["embed", "--data", "prepared", "--model", "m/encoder.safetensors", "--out", "e2.safetensors", "--device", "cpu"], capsys
     )
-    assert code == 1 and error.startswith(f"hcl embed: error: {expected}") and len(error.splitlines()) == 1
+    assert code == 2 and error.startswith(f"hcl embed: error: {expected}") and len(error.splitlines()) == 1
     paper = ["linear-eval", "--protocol", "paper", "--optimizer", "adam", "--epochs", "1", "--device", "cpu"]
     code, error = hcl([*paper, "--data", "prepared", "--model", "m/encoder.safetensors", "--out", "l.json"], capsys)
-    assert code == 1 and error.startswith(f"hcl linear-eval: error: {expected}")
+    assert code == 2 and error.startswith(f"hcl linear-eval: error: {expected}")
     report = ["report", "--metrics", "metrics", "--plots", "live", "--data", "prepared", "--model", "m/encoder.safetensors"]
     code, error = hcl([*report, "--out", "r/report.md"], capsys)
-    assert code == 1 and error.startswith(f"hcl report: error: {expected}")
+    assert code == 2 and error.startswith(f"hcl report: error: {expected}")
     code, error = hcl(
         ["pretrain", "--data", "prepared", "--out", "m", "--live-dir", "live", "--resume", "--epochs", "2", *TINY[2:]], capsys
     )
@@ -228,7 +242,7 @@ def test_embeddings_whose_encoder_trained_on_other_data_are_refused_by_the_evalu
     for stage in ("knn-eval", "linear-eval"):
         code, error = hcl([stage, "--embeddings", "e.safetensors", "--out", "other.json", "--device", "cpu"], capsys)
         assert (
-            code == 1
+            code == 2
             and "e.safetensors (the prepared dataset it embeds) is not the prepared dataset that its encoder was made from" in error
         )
 
@@ -242,20 +256,20 @@ def test_the_report_refuses_inputs_of_different_runs(run: Path, capsys: pytest.C
     other_run["inputs"]["prepared"] = {"graphs.safetensors": "1" * 64, "split.safetensors": "2" * 64}
     (run / "g.json").write_text(json.dumps(other_run | {"dataset": "MUTAG"}))
     code, error = hcl(args, capsys)
-    assert code == 1 and error.startswith(
+    assert code == 2 and error.startswith(
         "hcl report: error: --data prepared is not the prepared dataset that --embeddings g.safetensors was made from"
     )
     knn = json.loads((run / "metrics" / "knn.json").read_text())
     (run / "metrics" / "knn.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64}}))
     args[args.index("g.safetensors")] = "e.safetensors"
     code, error = hcl(args, capsys)
-    assert code == 1 and error.startswith(
+    assert code == 2 and error.startswith(
         "hcl report: error: --embeddings e.safetensors is not the embeddings that metrics/knn.json was made from"
     )
     (run / "metrics" / "knn.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64, "encoder": "4" * 64}}))
     args[args.index("e.safetensors")] = "absent.safetensors"  # without the embeddings, the encoder they record still binds
     code, error = hcl(args, capsys)
-    assert code == 1 and error.startswith(
+    assert code == 2 and error.startswith(
         "hcl report: error: --model m/encoder.safetensors is not the encoder that metrics/knn.json was made from"
     )
     assert not (run / "r").exists()
@@ -288,3 +302,125 @@ def test_compare_leaves_out_what_the_report_refuses(change: dict[str, Any], mess
     }
     rows, skipped = compare.parse_experiments([{"rev": "b" * 40, "name": "main", "data": {}, "error": None, "experiments": [experiment]}])
     assert rows == [] and skipped == [f"exp: {refused.value}"]
+
+
+# Issue 41, item 1: a file is hcl's only when hcl's own record says so (a sidecar, a folder's record or manifest).
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+USERS_FILES = {
+    ".tsv": "step\tloss\n0\t9.99\n",
+    ".json": '{"loss": 1.0, "step": 0, "top1": 0.5, "top5": 0.9, "test_size": 10, "checkpoint": "epoch-0001-step-000000.safetensors"}\n',
+    ".md": "# Sweep comparison\n\n*Written by `hcl report`, which replaces this file when it runs again: keep notes elsewhere.*\n",
+    ".csv": "experiment,rev,baseline,top1\n",
+    ".png": PNG,
+    ".safetensors": "my notes\n",
+}
+"""A user's file for each kind of name hcl writes, made to look like hcl's own (well-formed, hcl's first or last line)."""
+ENCODER_ARGS = ("--data", "prepared", "--model", "m/encoder.safetensors")
+STAGE_WRITES = {
+    "prepare": (
+        ["prepare", "--out", "P", "--test-fraction", "0.95"],
+        ["P/card.json", "P/train.safetensors", "P/train.json", "P/test.safetensors", "P/.hcl-owned.json"],
+    ),
+    "pretrain": (
+        ["pretrain", "--data", "prepared", "--out", "M", "--live-dir", "L", *TINY],
+        [
+            "M/encoder.safetensors",
+            "M/encoder.json",
+            "M/checkpoints/latest.json",
+            "M/checkpoints/.hcl-written.json",
+            "M/checkpoints/epoch-0001-step-000000.safetensors",
+            "M/checkpoints/epoch-0001-step-000000.json",
+            "L/metrics.json",
+            "L/plots/metrics/loss.tsv",
+            "L/plots/metrics/knn_top1.tsv",
+            "L/plots/.hcl-written.json",
+        ],
+    ),
+    "embed": (["embed", *ENCODER_ARGS, "--out", "E/e.safetensors", "--device", "cpu"], ["E/e.safetensors", "E/e.json"]),
+    "knn-eval": (
+        ["knn-eval", "--embeddings", "e.safetensors", "--out", "O/k.json", "--device", "cpu"],
+        ["O/k.json", "O/.hcl-written.json"],
+    ),
+    "linear-eval": (
+        ["linear-eval", "--embeddings", "e.safetensors", "--out", "O/l.json", "--epochs", "1", "--device", "cpu"],
+        ["O/l.json", "O/.hcl-written.json"],
+    ),
+    "report": (
+        ["report", "--metrics", "metrics", "--plots", "live", "--embeddings", "e.safetensors", *ENCODER_ARGS, "--out", "R/report.md"],
+        [
+            "R/report.md",
+            *(f"R/figures/{name}.png" for name in ("loss", "knn_top1", "hscl_diagnostics", "similarity", "hard_negatives")),
+            "R/figures/.hcl-written.json",
+        ],
+    ),
+    "compare": (["compare", "--out", "O/t"], ["O/t.md", "O/t.csv", "O/.hcl-written.json"]),
+}
+
+
+@pytest.mark.parametrize(
+    ("stage", "name"), [(stage, name) for stage, (_, names) in STAGE_WRITES.items() for name in names], ids=lambda value: str(value)
+)
+def test_a_users_file_of_each_name_hcl_writes_is_refused_and_unchanged(
+    run: Path, stage: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every name every stage writes, in every place it writes: a user's file there (looking like hcl's) is refused, exit 2."""
+    path = run / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = USERS_FILES[path.suffix]
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    before = contents(run)
+    code, error = hcl(STAGE_WRITES[stage][0], capsys)
+    assert code == 2, error
+    assert error.startswith(f"hcl {stage}: error: ") and "\n" not in error, error
+    assert contents(run) == before
+
+
+def test_a_users_symlink_at_a_figures_name_is_refused(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (run / "elsewhere.png").write_bytes(PNG)
+    (run / "R" / "figures").mkdir(parents=True)
+    (run / "R" / "figures" / "loss.png").symlink_to(run / "elsewhere.png")
+    before = contents(run)
+    code, error = hcl(STAGE_WRITES["report"][0], capsys)
+    assert code == 2 and "R/figures exists and is a folder holding files hcl did not write (loss.png)" in error, error
+    assert contents(run) == before and (run / "R" / "figures" / "loss.png").is_symlink()
+
+
+def test_a_log_hcl_wrote_is_replaced_and_one_edited_since_is_not(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["pretrain", "--data", "prepared", "--out", "M", "--live-dir", "live", *TINY]
+    assert hcl(args, capsys)[0] == 0, "the fixture's own log is replaced"
+    (run / "live" / "plots" / "metrics" / "loss.tsv").write_text("step\tloss\n0\t9.99\n")
+    code, error = hcl([*args[:4], "M2", *args[5:]], capsys)
+    assert code == 2 and "loss.tsv exists and is not the training curve hcl wrote there" in error, error
+
+
+def test_knn_and_linear_eval_never_write_over_each_others_metrics(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 3: an evaluation's output is its own only when the same stage wrote it, also when both run at once."""
+    before = contents(run)
+    code, error = hcl(["linear-eval", "--embeddings", "e.safetensors", "--out", "metrics/knn.json", "--device", "cpu"], capsys)
+    assert code == 2 and "metrics/knn.json exists and is hcl's kNN metrics, not its linear metrics" in error, error
+    code, error = hcl(["knn-eval", "--embeddings", "e.safetensors", "--out", "metrics/linear.json", "--device", "cpu"], capsys)
+    assert code == 2 and "metrics/linear.json exists and is hcl's linear metrics, not its kNN metrics" in error, error
+    assert contents(run) == before
+    assert hcl(["knn-eval", "--embeddings", "e.safetensors", "--out", "metrics/knn.json", "--k", "5", "--device", "cpu"], capsys)[0] == 0
+    # Both at once on one new --out: each checks before its work; the second to write finds the first's and is refused.
+    knn = load_metrics(run / "metrics" / "knn.json", "knn-eval")
+    check_replaceable("--out", run / "both.json", METRICS_OUTPUTS["linear-eval"])
+    save_metrics(run / "both.json", knn, "knn-eval")
+    with pytest.raises(UsageError, match="both.json exists and is hcl's kNN metrics, not its linear metrics"):
+        save_metrics(run / "both.json", knn, "linear-eval")
+    assert load_metrics(run / "both.json", "knn-eval") == knn
+
+
+def test_the_reports_training_log_is_the_one_that_trained_its_encoder(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 4: the encoder records its training log's files; a report drawing another run's log is refused in one line."""
+    recorded = json.loads((run / "m" / "encoder.json").read_text())["inputs"]["training_log"]
+    assert {"metrics.json", "plots/metrics/loss.tsv"} <= recorded.keys()
+    shutil.copytree(run / "live", run / "other")
+    (run / "other" / "plots" / "metrics" / "loss.tsv").write_text("step\tloss\n0\t1.5\n")  # another run's curve
+    args = ["report", "--metrics", "metrics", "--embeddings", "e.safetensors", *ENCODER_ARGS, "--anchors", "0", "--out", "R/report.md"]
+    code, error = hcl([*args, "--plots", "other"], capsys)
+    assert code in (1, 2) and "--plots other is not the training log that --model m/encoder.safetensors was made from" in error, error
+    assert "plots/metrics/loss.tsv differs" in error and "\n" not in error
+    assert not (run / "R").exists()
+    assert hcl([*args, "--plots", "live"], capsys)[0] == 0

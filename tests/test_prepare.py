@@ -367,13 +367,13 @@ def _out_contains_the_path(root: Path) -> list[str]:
     [
         (_unknown_dataset, 2, "--dataset must be one of"),
         (_bad_test_fraction, 2, "--test-fraction must be <"),
-        (_missing_path, 1, "not found"),
-        (_empty_folder, 1, "train not found"),
-        (_no_class_folders, 1, "holds no class folders"),
-        (_one_class, 1, "at least 2 classes"),
-        (_missing_test_split, 1, "test not found"),
-        (_foreign_test_classes, 1, "missing: b; extra: c"),
-        (_only_corrupt_files, 1, "no readable image in class folder(s): b"),
+        (_missing_path, 2, "not found"),
+        (_empty_folder, 2, "train not found"),
+        (_no_class_folders, 2, "holds no class folders"),
+        (_one_class, 2, "at least 2 classes"),
+        (_missing_test_split, 2, "test not found"),
+        (_foreign_test_classes, 2, "missing: b; extra: c"),
+        (_only_corrupt_files, 2, "no readable image in class folder(s): b"),
         (_mixed_sizes, 2, "pass --image-size"),
         (
             _test_fraction_below_one_image_per_class,
@@ -412,7 +412,7 @@ def test_offline_without_files_names_what_to_put_where(
     monkeypatch.chdir(tmp_path)
     code = _run_cli(["prepare", "--dataset", "cifar10", "--path", "raw", "--out", "prepared"])
     errors = capsys.readouterr().err.splitlines()
-    assert code == 1 and len(errors) == 1
+    assert code == 2 and len(errors) == 1
     assert "cifar10 not found in raw: put cifar-10-python.tar.gz (or its extracted cifar-10-batches-py/) there" in errors[0]
     _assert_no_output(tmp_path / "prepared")
 
@@ -423,7 +423,7 @@ def test_corrupt_cifar_files_fail_the_checksum(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     code = _run_cli(["prepare", "--dataset", "cifar10", "--path", "raw", "--out", "prepared"])
     errors = capsys.readouterr().err.splitlines()
-    assert code == 1 and len(errors) == 1 and "failed torchvision's checks" in errors[0]
+    assert code == 2 and len(errors) == 1 and "failed torchvision's checks" in errors[0]
     _assert_no_output(tmp_path / "prepared")
 
 

@@ -20,12 +20,21 @@ from typing import IO
 import pytest
 import torch
 
-from hcl_cli.artifacts import atomic_path, check_replaceable, load_artifact, read_json, save_artifact, tensor_output, write_text
+from hcl_cli.artifacts import (
+    RECORD_FILE,
+    atomic_path,
+    check_replaceable,
+    load_artifact,
+    read_json,
+    save_artifact,
+    tensor_output,
+    write_text,
+)
 from hcl_cli.checkpoint import POINTER_FILE, CheckpointStore
 from hcl_cli.embeddings import EMBEDDINGS_OUTPUT
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.history import read_history
-from hcl_cli.metrics import METRICS_OUTPUT
+from hcl_cli.metrics import METRICS_OUTPUTS, EvaluationMetrics, save_metrics
 from hcl_cli.training.log import PLOTS_FOLDER, TrainingLog
 
 
@@ -129,20 +138,24 @@ def test_outputs_never_replace_an_artifact_of_another_kind(tmp_path: Path) -> No
     save_artifact(tmp_path / "encoder.safetensors", {"w": torch.zeros(2)}, "encoder")
     (tmp_path / "card.json").write_text(json.dumps({"schema_version": 1, "name": "digits"}))
     (tmp_path / "metrics.json").write_text(json.dumps({"loss": 1.0, "step": 0}))
-    (tmp_path / "knn.json").write_text(json.dumps({"top1": 0.5, "top5": 0.9, "test_size": 10}))
+    (tmp_path / "theirs.json").write_text(json.dumps({"top1": 0.5, "top5": 0.9, "test_size": 10}))
+    save_metrics(tmp_path / "knn.json", EvaluationMetrics(0.5, 0.9, 10, {"k": 5}), "knn-eval")
     (tmp_path / "notes.json").write_text("my notes")
     for name, found in [
-        ("encoder.json", "the sidecar of"),
-        ("card.json", "a dataset card or sidecar"),
-        ("metrics.json", "a JSON file hcl did not write"),
-        ("notes.json", "a file hcl did not write"),
+        ("encoder.json", "a file hcl has no record of writing"),
+        ("card.json", "a file hcl has no record of writing"),
+        ("metrics.json", "a file hcl has no record of writing"),
+        ("notes.json", "a file hcl has no record of writing"),
+        ("theirs.json", "a file hcl has no record of writing"),
     ]:
         with pytest.raises(UsageError, match=f"--out {tmp_path / name} exists and is {found}"):
-            check_replaceable("--out", tmp_path / name, METRICS_OUTPUT)
+            check_replaceable("--out", tmp_path / name, METRICS_OUTPUTS["knn-eval"])
+    with pytest.raises(UsageError, match="exists and is hcl's kNN metrics, not its linear metrics"):
+        check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUTS["linear-eval"])
     with pytest.raises(UsageError, match="exists and is an hcl 'encoder' artifact"):
         check_replaceable("--out", tmp_path / "encoder.safetensors", EMBEDDINGS_OUTPUT)
-    check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUT)  # its own earlier result
-    check_replaceable("--out", tmp_path / "new.json", METRICS_OUTPUT)
+    check_replaceable("--out", tmp_path / "knn.json", METRICS_OUTPUTS["knn-eval"])  # its own earlier result
+    check_replaceable("--out", tmp_path / "new.json", METRICS_OUTPUTS["knn-eval"])
     check_replaceable("--out", tmp_path / "encoder.safetensors", tensor_output("encoder", ("encoder",)))
 
 
@@ -167,12 +180,12 @@ def test_pretrain_refuses_outputs_that_would_replace_a_users_or_another_stages_f
     assert result.returncode == 2, result.stderr
     assert "--out m/encoder.safetensors exists and is an hcl 'embeddings' artifact" in result.stderr
     result = hcl(*args, "--out", "ok", "--live-dir", "live", cwd=tmp_path)
-    assert result.returncode == 2 and "--live-dir live/metrics.json exists and is not a training log hcl wrote" in result.stderr, (
+    assert result.returncode == 2 and "--live-dir live/metrics.json exists and is a file hcl has no record of writing" in result.stderr, (
         result.stderr
     )
     assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
     save_artifact(tmp_path / "m" / "encoder.safetensors", {"w": torch.zeros(2)}, "graph encoder")  # pretrain's own output
-    (tmp_path / "live" / "metrics.json").write_text(json.dumps({"loss": 1.5, "step": 3, "steps": 8, "planned_steps": 8}))
+    (tmp_path / "live" / "metrics.json").unlink()
     result = hcl(*args, "--out", "m", "--live-dir", "live", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "m" / "encoder.json").read_text())["kind"] == "encoder"
@@ -200,7 +213,7 @@ def test_a_crafted_checkpoint_history_is_refused_on_resume(prepared_digits: Call
     values["loop_state"]["history"] = [{"epoch": 0, "../../escaped": 1.0}]
     sidecar.write_text(json.dumps(values))
     result = hcl(*args, "--epochs", "2", "--resume", cwd=tmp_path)
-    assert result.returncode == 1 and "'../../escaped' is not a metric name hcl writes" in result.stderr, result.stderr
+    assert result.returncode == 2 and "'../../escaped' is not a metric name hcl writes" in result.stderr, result.stderr
     assert not list(tmp_path.rglob("escaped*"))
 
 
@@ -254,7 +267,7 @@ def test_a_fifo_where_a_file_is_expected_is_refused_at_once(tmp_path: Path) -> N
     embeddings = hcl("knn-eval", "--embeddings", "fifo", "--out", "k.json", cwd=tmp_path, timeout=60)
     assert time.monotonic() - started < 50
     assert params.returncode == 2 and "not a regular file" in params.stderr, params.stderr
-    assert embeddings.returncode == 1 and "internal error" not in embeddings.stderr, embeddings.stderr
+    assert embeddings.returncode == 2 and "internal error" not in embeddings.stderr, embeddings.stderr
 
 
 HOOKED_HCL = """
@@ -368,7 +381,7 @@ def test_ctrl_c_while_the_process_shuts_down_is_one_line_and_exit_130(tmp_path: 
 def assert_checkpoints_whole(folder: Path) -> None:
     """No temporary file; every checkpoint has its sidecar, bound to it by sha256; latest.json, when there, names one."""
     names = sorted(os.listdir(folder)) if folder.exists() else []
-    assert not [name for name in names if name.startswith(".")], names
+    assert not [name for name in names if name.startswith(".") and name != RECORD_FILE], names
     tensors = [name for name in names if name.endswith(".safetensors")]
     for name in tensors:
         load_artifact(folder / name, "checkpoint", {})
@@ -534,3 +547,41 @@ def test_a_tu_node_label_of_two_billion_is_a_one_line_failure(tmp_path: Path) ->
     assert result.returncode == 1, result.stderr
     assert result.stderr.count("\n") == 1 and "internal error" not in result.stderr, result.stderr
     assert not (tmp_path / "p").exists()
+
+
+def test_a_truncated_checkpoint_under_dvcs_resume_says_how_to_go_on(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+    """Issue 41, item 9: dvc.yaml's ``--resume --restart-on-change`` on a truncated checkpoint names the way forward."""
+    data = str(prepared_digits(0.95))
+    args = ("pretrain", "--data", data, "--out", "m", "--live-dir", "live", "--batch-size", "32", "--arch", "small_cnn", "--device", "cpu")
+    assert hcl(*args, "--epochs", "1", cwd=tmp_path).returncode == 0
+    checkpoint = CheckpointStore(tmp_path / "m" / "checkpoints").latest()
+    assert checkpoint is not None
+    whole = checkpoint.read_bytes()
+    for cut, says in (
+        (100, "is not the checkpoint hcl wrote there (damaged, or changed since"),
+        (len(whole) - 8, "to go on, move m/checkpoints aside"),
+    ):
+        checkpoint.write_bytes(whole[:cut])
+        result = hcl(*args, "--epochs", "2", "--resume", "--restart-on-change", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert says in result.stderr and ("move it away" in result.stderr or "start over" in result.stderr), result.stderr
+    (tmp_path / "m" / "checkpoints").rename(tmp_path / "aside")
+    assert hcl(*args, "--epochs", "2", "--resume", "--restart-on-change", cwd=tmp_path).returncode == 0, "moved aside, it starts over"
+
+
+def test_a_deleted_working_directory_is_one_line_of_hcl(tmp_path: Path) -> None:
+    """Issue 41, item 10: checked before any stage imports torch, which would die in its import with no line of hcl's."""
+    gone = tmp_path / "gone"
+    script = (  # as the console script starts: no "" (the working directory) on sys.path
+        f"import os, sys; sys.path[:] = [p for p in sys.path if p]; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+        "from hcl_cli.cli import main; main(sys.argv[1:])"
+    )
+    for args in (("knn-eval", "--embeddings", "e.safetensors"), ("pretrain", "--epochs", "1"), ("report",)):
+        gone.mkdir()
+        result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (
+            f"hcl {args[0]}: error: the working directory cannot be read (No such file or directory; deleted?): "
+            "cd to a folder that exists and run again"
+        ), result.stderr

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import hcl_cli.stages.pretrain as pretrain
-from hcl_cli.artifacts import load_artifact
+from hcl_cli.artifacts import RECORD_FILE, load_artifact, stale_siblings
 from hcl_cli.checkpoint import CHECKPOINT_FILE, CHECKPOINT_TEMPORARY, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.image import step
@@ -250,17 +250,25 @@ def test_kills_in_the_middle_of_a_save_leave_the_previous_checkpoint_intact(tmp_
         number = load_newest(folder)
         assert number >= newest, f"checkpoint {newest} was lost"
         newest = number
-        complete = {"latest.json", f"{TrainingPosition(number, 0).name}.safetensors", f"{TrainingPosition(number, 0).name}.json"}
+        complete = {
+            "latest.json",
+            RECORD_FILE,
+            f"{TrainingPosition(number, 0).name}.safetensors",
+            f"{TrainingPosition(number, 0).name}.json",
+        }
         left = [path.name for path in folder.iterdir() if path.name not in complete]
         interrupted_saves += bool(left)
-        removable = [name for name in left if CHECKPOINT_FILE.fullmatch(name) or CHECKPOINT_TEMPORARY.fullmatch(name)]
+        record_temporaries = {path.name for path in stale_siblings(folder / RECORD_FILE, include_live=True)}  # the next save's
+        removable = [
+            name for name in left if CHECKPOINT_FILE.fullmatch(name) or CHECKPOINT_TEMPORARY.fullmatch(name) or name in record_temporaries
+        ]
         assert removable == left, f"a kill left files no save removes: {left}"
     assert interrupted_saves >= KILLS // 2, f"only {interrupted_saves} of {KILLS} kills landed in the middle of a save"
 
     save_numbered(CheckpointStore(folder), nn.Linear(128, 128), newest + 1)
     assert load_newest(folder) == newest + 1
     stem = TrainingPosition(newest + 1, 0).name
-    assert sorted(p.name for p in folder.iterdir()) == [f"{stem}.json", f"{stem}.safetensors", "latest.json"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([RECORD_FILE, f"{stem}.json", f"{stem}.safetensors", "latest.json"])
 
 
 def writes_in_progress(run: Path) -> list[Path]:

@@ -2,8 +2,9 @@
 
 What a stage makes records under :data:`INPUTS` (in its sidecar; a metrics file at its top level) what it
 was made from, by role: ``prepared`` (the sha256 of each tensor file of the prepared folder, by name),
-``encoder`` and ``embeddings`` (the sha256 of that tensor file). The encoder records the prepared folder
-it trained on, the embeddings the encoder and the prepared folder they embed, a metrics file the
+``encoder`` and ``embeddings`` (the sha256 of that tensor file), ``training_log`` (the sha256 of each file of
+the training log, :func:`log_sha256`). The encoder records the prepared folder it trained on and the
+training log its training wrote, the embeddings the encoder and the prepared folder they embed, a metrics file the
 embeddings it scored (the linear readout's ``paper`` protocol: the encoder and the prepared folder). A
 reader given one of those inputs compares (:func:`check_made_from`), and refuses in one line inputs that
 do not belong together: a prepared folder replaced since the encoder trained on it, another run's
@@ -20,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from hcl_cli.artifacts.owned import owned_files
+from hcl_cli.artifacts.record import sha256_of
 from hcl_cli.artifacts.tensors import sidecar_path
-from hcl_cli.errors import HclError, shown
+from hcl_cli.errors import InputError, shown
 
 INPUTS = "inputs"
 """The key under which an artifact records what it was made from."""
-ROLES = {"prepared": "prepared dataset", "encoder": "encoder", "embeddings": "embeddings"}
+ROLES = {"prepared": "prepared dataset", "encoder": "encoder", "embeddings": "embeddings", "training_log": "training log"}
 """Each input's role, and its name in messages."""
 
 Digests = str | dict[str, str]
@@ -56,16 +58,34 @@ def prepared_sha256(folder: str | os.PathLike[str]) -> dict[str, str]:
     return {name: digest for name, digest in digests.items() if digest is not None}
 
 
+LOG_SUMMARY = "metrics.json"
+LOG_CURVES = Path("plots") / "metrics"
+
+
+def log_sha256(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """The sha256 of each file of the training log in ``folder`` (its ``metrics.json`` and ``plots/metrics/*.tsv``), by
+    path relative to it; empty when it holds none."""
+    root = Path(folder)
+    curves = root / LOG_CURVES
+    names = (
+        [LOG_SUMMARY, *(f"{LOG_CURVES.as_posix()}/{name}" for name in sorted(os.listdir(curves)) if name.endswith(".tsv"))]
+        if curves.is_dir()
+        else [LOG_SUMMARY]
+    )
+    digests = {name: sha256_of(root / name) for name in names if (root / name).is_file() and not (root / name).is_symlink()}
+    return {name: digest for name, digest in digests.items() if digest is not None}
+
+
 def read_inputs(values: Mapping[str, Any], source: str) -> dict[str, Digests]:
     """The :data:`INPUTS` record of an artifact's ``values`` (empty when absent), checked: roles of :data:`ROLES`, each a
     sha256 or an object of them; anything else is a one-line HclError naming ``source``."""
     inputs = values.get(INPUTS, {})
     if not isinstance(inputs, dict):
-        raise HclError(f"{source}: {INPUTS!r} must be an object (got {type(inputs).__name__})")
+        raise InputError(f"{source}: {INPUTS!r} must be an object (got {type(inputs).__name__})")
     for role, digests in inputs.items():
         files = digests.values() if isinstance(digests, dict) else [digests]
         if role not in ROLES or not all(isinstance(digest, str) for digest in files):
-            raise HclError(f"{source}: {INPUTS}.{shown(role)} must be one of {', '.join(ROLES)}, recording sha256 strings")
+            raise InputError(f"{source}: {INPUTS}.{shown(role)} must be one of {', '.join(ROLES)}, recording sha256 strings")
     return inputs
 
 
@@ -79,7 +99,7 @@ def check_made_from(made: str, inputs: Mapping[str, Digests], role: str, given: 
     if isinstance(recorded, dict) and isinstance(actual, dict):
         differing = sorted(name for name in recorded.keys() | actual.keys() if recorded.get(name) != actual.get(name))
         detail = f" ({', '.join(shown(name) for name in differing[:3])} {'differs' if len(differing) == 1 else 'differ'})"
-    raise HclError(
+    raise InputError(
         f"{given} is not the {ROLES[role]} that {made} was made from{detail}: they come from different runs; "
         "run the stages again, or give the inputs of one run"
     )

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from hcl_cli.artifacts.binding import read_inputs
 from hcl_cli.artifacts.tensors import SCHEMA_VERSION
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 
 RECORDED_FIELDS = {
     "config": (dict, "a JSON object"),
@@ -75,11 +75,11 @@ def load_recorded_weights(
     for name, value in recorded.items():
         kind, expected = RECORDED_FIELDS[name]
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise HclError(f"{path}: sidecar field {name!r} must be {expected} (got {value!r})")
+            raise InputError(f"{path}: sidecar field {name!r} must be {expected} (got {value!r})")
     read_inputs(recorded, str(path))
     for name, tensor in tensors.items():
         if tensor.is_floating_point() and not tensor.isfinite().all():
-            raise HclError(f"{path}: tensor {name!r} holds NaN or infinite weights")
+            raise InputError(f"{path}: tensor {name!r} holds NaN or infinite weights")
     model.load_state_dict(tensors)
     return {**recorded, **{key: values[key] for key in ARTIFACT_KEYS}}
 
@@ -89,13 +89,13 @@ def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], 
     missing = sorted(expected.keys() - found.keys())
     unexpected = sorted(found.keys() - expected.keys())
     if missing or unexpected:
-        raise HclError(
+        raise InputError(
             f"{path}: weights do not match the architecture its sidecar names ({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. {unexpected[:2]})"
         )
     for name, reference in expected.items():
         tensor = found[name]
         if tensor.shape != reference.shape or tensor.dtype != reference.dtype:
-            raise HclError(
+            raise InputError(
                 f"{path}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}, "
                 f"the architecture needs {str(reference.dtype).removeprefix('torch.')} {list(reference.shape)}"
             )

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, InputError
 from hcl_cli.interrupts import uninterrupted
 
 NAME_HINT_BYTES = 24
@@ -154,12 +154,12 @@ def read_json(path: str | os.PathLike[str], what: str = "file") -> dict[str, Any
     source = Path(path)
     if not source.is_file():
         if source.exists():  # a folder, a FIFO (whose reading would wait forever), a device
-            raise HclError(f"{what} {source} is not a regular file")
-        raise HclError(f"{what} not found: {source}")
+            raise InputError(f"{what} {source} is not a regular file")
+        raise InputError(f"{what} not found: {source}")
     try:
         obj = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HclError(f"{what} {source} is not valid JSON: {exc}") from exc
+        raise InputError(f"{what} {source} is not valid JSON: {exc}") from exc
     if not isinstance(obj, dict):
-        raise HclError(f"{what} {source} must hold a JSON object")
+        raise InputError(f"{what} {source} must hold a JSON object")
     return obj

@@ -3,9 +3,10 @@
 Every output of every stage (a tensor artifact and its sidecar, a metrics file, a checkpoint and its
 pointer, a training log's files, a report and its figures, a comparison table, a prepared dataset
 folder) is checked by :func:`check_replaceable` before any work, against the :class:`Output` it is,
-which says how hcl recognises a file it wrote as that output: a tensor artifact by the kind its
-safetensors header and its sidecar record, a JSON file by its fields, a text file by its first line,
-a folder by the files it holds. Whatever else is there is kept, and the run stops in one
+which says how hcl recognises a file it wrote as that output, always by a record hcl itself wrote, never
+by a file's name or by whether its content parses: a tensor artifact by the kind its safetensors header
+and its sidecar record, every other file by its folder's record of the files hcl wrote there, with
+their sha256 (:mod:`~hcl_cli.artifacts.record`), a prepared folder by its manifest. Whatever else is there is kept, and the run stops in one
 :class:`~hcl_cli.errors.UsageError` naming the path and what it is: a user's file (``echo notes >
 e.safetensors``), another stage's artifact, a folder where a file goes (or a file where a folder
 goes), a FIFO or device, and a symbolic link, which hcl neither replaces by a file nor writes
@@ -18,21 +19,18 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hcl_cli.artifacts.files import stale_siblings
+from hcl_cli.artifacts.record import foreign_to_record, read_record, write_recorded
 from hcl_cli.artifacts.tensors import KIND_METADATA, sidecar_path
 from hcl_cli.errors import UsageError, shown
 
 HEADER_LIMIT = 100 << 20
 """The largest safetensors header read to find its kind (the format's own limit is 100 MB)."""
-SIDECAR_KEYS = ("kind", "schema_version")
-"""Keys of an artifact's sidecar or a dataset card: a JSON file holding one is no plain JSON output, whatever its other fields."""
 
 
 @dataclass(frozen=True)
@@ -46,12 +44,16 @@ class Output:
     foreign: Callable[[Path], str | None]
     folder: bool = False
     paired: bool = False
+    record_in: Callable[[Path], Path] | None = None
+    """The folder whose record (:mod:`~hcl_cli.artifacts.record`) says whether a path is hcl's, for an output known by it."""
 
 
 def check_replaceable(option: str, path: str | os.PathLike[str], output: Output) -> None:
     """Refuse, before any work, to write ``output`` over ``path`` (given as ``option``) unless ``path`` is missing or
     hcl's own earlier result of that output: the one ownership rule of the module docstring, a one-line UsageError."""
     target = Path(path)
+    if output.record_in is not None:
+        read_record(output.record_in(target), option)  # a record hcl did not write is refused, never replaced
     for file in (target, sidecar_path(target)) if output.paired else (target,):
         try:
             mode = os.lstat(file).st_mode
@@ -99,44 +101,31 @@ def tensor_output(what: str, kinds: Collection[str]) -> Output:
             return f"an hcl {header!r} artifact"
         if header == "" and sidecar is not None and sidecar.get("sha256") == _sha256(path):
             return None
+        if sidecar is not None and isinstance(sidecar.get("sha256"), str):  # hcl's record of it, which the file no longer matches
+            return f"not the {what} hcl wrote there (damaged, or changed since: its sha256 is not the one its sidecar records)"
         return "a file hcl did not write" if header is None else "a safetensors file hcl did not write"
 
     return Output(what, foreign, paired=True)
 
 
-def json_output(what: str, fields: Collection[str], holds: Callable[[dict[str, Any]], bool] = lambda values: True) -> Output:
-    """A JSON object that holds ``fields`` and passes ``holds`` (what the stage's writer makes of it), and is neither an
-    artifact's sidecar (not beside its ``.safetensors``, no :data:`SIDECAR_KEYS`) nor a dataset card."""
+def recorded_output(what: str, record_in: Callable[[Path], Path] = lambda path: path.parent) -> Output:
+    """A file hcl knows as its own ``what`` only by the record of the folder ``record_in(path)`` (the file's own by default):
+    listed there as ``what`` with its present sha256 (:func:`~hcl_cli.artifacts.record.foreign_to_record`). Write it with
+    :func:`~hcl_cli.artifacts.record.write_recorded`."""
 
     def foreign(path: Path) -> str | None:
+        found = foreign_to_record(path, what, record_in(path), "--out")
         tensors = path.with_suffix(".safetensors")
-        if os.path.lexists(tensors):
-            return f"the sidecar of {shown(tensors)}"
-        values = _json_object(path)
-        if values is None:
-            return "a file hcl did not write"
-        if any(key in values for key in SIDECAR_KEYS):
-            return _artifact(values) if isinstance(values.get("kind"), str) else "a dataset card or sidecar"
-        return None if set(fields) <= values.keys() and holds(values) else "a JSON file hcl did not write"
+        return f"the sidecar of {shown(tensors)}" if found and path.suffix == ".json" and os.path.lexists(tensors) else found
 
-    return Output(what, foreign)
+    return Output(what, foreign, record_in=record_in)
 
 
-def text_output(what: str, line: str | re.Pattern[str], *, last: bool = False) -> Output:
-    """A UTF-8 text file whose first line (its ``last`` one) is ``line`` (a pattern: matches it whole), as the stage writes it."""
-    pattern = line if isinstance(line, re.Pattern) else re.compile(re.escape(line))
-
-    def foreign(path: Path) -> str | None:
-        try:
-            with open(path, "rb") as handle:
-                if last:
-                    handle.seek(max(handle.seek(0, os.SEEK_END) - 4096, 0))
-                lines = handle.read(4096).decode("utf-8", errors="replace").splitlines()
-        except OSError:
-            return "a file hcl did not write"
-        return None if lines and pattern.fullmatch(lines[-1 if last else 0]) else "a file hcl did not write"
-
-    return Output(what, foreign)
+def write_output(path: str | os.PathLike[str], content: str | bytes, output: Output, option: str = "--out") -> None:
+    """Write ``content`` as ``path``, the recorded ``output`` (:func:`recorded_output`), and list it in its record."""
+    if output.record_in is None:
+        raise TypeError(f"{output.what} is not known by a record")
+    write_recorded(path, content, output.what, output.record_in(Path(path)), option, output.foreign)
 
 
 def folder_output(what: str, foreign_entries: Callable[[Path], list[str]]) -> Output:
@@ -151,12 +140,6 @@ def folder_output(what: str, foreign_entries: Callable[[Path], list[str]]) -> Ou
         return f"a folder holding files hcl did not write ({listed})"
 
     return Output(what, foreign, folder=True)
-
-
-def entries_besides(folder: Path, names: Collection[str]) -> list[str]:
-    """The entries of ``folder`` other than ``names`` and hcl's temporary files of them (:func:`~hcl_cli.artifacts.stale_siblings`)."""
-    ours = {*names, *(sibling.name for name in names for sibling in stale_siblings(folder / name, include_live=True))}
-    return sorted(set(os.listdir(folder)) - ours)
 
 
 def _artifact(values: dict[str, Any] | None) -> str:

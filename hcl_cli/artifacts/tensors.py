@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save
 
 from hcl_cli.artifacts.checks import first_line, is_integer
 from hcl_cli.artifacts.files import atomic_path, read_json, write_json
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, InputError
 from hcl_cli.interrupts import uninterrupted
 
 SCHEMA_VERSION = 1
@@ -96,14 +96,14 @@ def load_artifact(
     """
     source = Path(path)
     if not source.is_file():
-        raise HclError(f"{kind} not found: {source}")
+        raise InputError(f"{kind} not found: {source}")
     sidecar = read_json(sidecar_path(source), what=f"{kind} sidecar")
     version = sidecar.get("schema_version")
     if not is_integer(version) or version != SCHEMA_VERSION:
-        raise HclError(f"{source}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION})")
+        raise InputError(f"{source}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION})")
     if sidecar.get("kind") != kind:
         article = "an" if kind.startswith(tuple("aeiou")) else "a"
-        raise HclError(f"{source}: expected {article} {kind} artifact, found {sidecar.get('kind')!r}")
+        raise InputError(f"{source}: expected {article} {kind} artifact, found {sidecar.get('kind')!r}")
     try:
         with open(source, "rb") as handle:
             hashed = os.fstat(handle.fileno())
@@ -111,7 +111,7 @@ def load_artifact(
         tensors = load_file(str(source), device=str(device))
         loaded = os.stat(source)
     except (SafetensorError, ValueError, RuntimeError) as exc:
-        raise HclError(f"{source}: not a readable safetensors file ({first_line(exc)})") from exc
+        raise InputError(f"{source}: not a readable safetensors file ({first_line(exc)})") from exc
     except OSError as exc:
         raise HclError(f"cannot read {source}: {exc.strerror or exc}") from exc
     if (hashed.st_dev, hashed.st_ino, hashed.st_mtime_ns) != (loaded.st_dev, loaded.st_ino, loaded.st_mtime_ns):
@@ -119,10 +119,10 @@ def load_artifact(
     check_sha256(source, digest, sidecar)
     for name, spec in expected.items():
         if name not in tensors:
-            raise HclError(f"{source}: missing tensor {name!r}")
+            raise InputError(f"{source}: missing tensor {name!r}")
         tensor = tensors[name]
         if tensor.dtype != spec.dtype or tensor.ndim != spec.ndim:
-            raise HclError(
+            raise InputError(
                 f"{source}: tensor {name!r} is {str(tensor.dtype).removeprefix('torch.')} with {tensor.ndim} dims, "
                 f"expected {str(spec.dtype).removeprefix('torch.')} with {spec.ndim}"
             )
@@ -130,7 +130,7 @@ def load_artifact(
     for name, tensor in tensors.items():
         shape = recorded.get(name, {}).get("shape") if isinstance(recorded, dict) else None
         if not isinstance(shape, list) or not all(map(is_integer, shape)) or shape != list(tensor.shape):
-            raise HclError(f"{source}: tensor {name!r} has shape {list(tensor.shape)} but the sidecar records {shape}")
+            raise InputError(f"{source}: tensor {name!r} has shape {list(tensor.shape)} but the sidecar records {shape}")
     return tensors, sidecar
 
 
@@ -138,11 +138,11 @@ def check_sha256(source: Path, digest: str, sidecar: Mapping[str, Any]) -> None:
     """One-line HclError unless ``digest`` (the sha256 of ``source``) is the one its sidecar records."""
     recorded = sidecar.get("sha256")
     if not isinstance(recorded, str):
-        raise HclError(
+        raise InputError(
             f"{source}: its sidecar {sidecar_path(source)} records no 'sha256' of the tensor file (an older hcl wrote it): write it again"
         )
     if digest != recorded:
-        raise HclError(
+        raise InputError(
             f"{source}: the tensor file does not match the 'sha256' its sidecar {sidecar_path(source)} records "
             "(an interrupted write, or a changed file): write it again"
         )

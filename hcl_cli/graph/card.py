@@ -15,7 +15,7 @@ from typing import Any
 
 from hcl_cli.artifacts.files import read_json
 from hcl_cli.artifacts.tensors import SCHEMA_VERSION
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, InputError
 
 MODALITY = "graph"
 CARD_FILE = "card.json"
@@ -78,12 +78,12 @@ def load_graph_card(folder: str | Path) -> GraphCard:
     """The card of a prepared graph folder, every field checked; a one-line HclError naming the file otherwise."""
     path = Path(folder) / CARD_FILE
     if not path.is_file():
-        raise HclError(f"{folder} is not a prepared dataset folder (no {CARD_FILE}): run hcl prepare first")
+        raise InputError(f"{folder} is not a prepared dataset folder (no {CARD_FILE}): run hcl prepare first")
     values = read_json(path, what="dataset card")
     if values.get("modality") != MODALITY:
-        raise HclError(f"{path} is not a graph dataset's card (modality {values.get('modality')!r}): prepare a TU dataset first")
+        raise InputError(f"{path} is not a graph dataset's card (modality {values.get('modality')!r}): prepare a TU dataset first")
     if values.get("schema_version") != SCHEMA_VERSION:
-        raise HclError(
+        raise InputError(
             f"{path}: schema version {values.get('schema_version')!r} is not supported (this hcl reads {SCHEMA_VERSION}): run hcl prepare again"
         )
     return _card_from(values, path)
@@ -113,7 +113,7 @@ _CARD_TYPES: dict[str, tuple[type, ...]] = {
 
 def _card_from(values: dict[str, Any], path: Path) -> GraphCard:
     def invalid(field: str, expected: str) -> HclError:
-        return HclError(
+        return InputError(
             f"{path} is not a valid graph dataset card: {field!r} must be {expected} (got {values.get(field)!r}): run hcl prepare again"
         )
 

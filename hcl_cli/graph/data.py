@@ -30,7 +30,7 @@ import torch
 
 from hcl_cli.artifacts.files import write_json
 from hcl_cli.artifacts.tensors import TensorSpec, load_artifact, save_artifact
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, InputError
 from hcl_cli.graph.card import CARD_FILE, GraphCard, load_graph_card
 from hcl_cli.graph.tu import TuGraphs, read_tu_files
 
@@ -109,7 +109,7 @@ def build_dataset(graphs: TuGraphs, *, node_attributes: bool = False) -> tuple[G
     blocks = []
     if node_attributes:
         if graphs.node_attributes is None:
-            raise HclError(f"{graphs.name} has no node attributes ({graphs.name}_node_attributes.txt) to use")
+            raise InputError(f"{graphs.name} has no node attributes ({graphs.name}_node_attributes.txt) to use")
         blocks.append(graphs.node_attributes)
     if graphs.node_labels is not None:
         labels = graphs.node_labels - graphs.node_labels.min(dim=0).values
@@ -134,7 +134,7 @@ def build_dataset(graphs: TuGraphs, *, node_attributes: bool = False) -> tuple[G
     edge_counts = torch.bincount(graph_of[edge_index[0]], minlength=graphs.num_graphs)
     values, labels = torch.unique(graphs.graph_labels, sorted=True, return_inverse=True)
     if len(values) < 2:
-        raise HclError(
+        raise InputError(
             f"{graphs.name}_graph_labels.txt gives every graph the class {int(values[0])}: classification needs at least 2 classes"
         )
     pairs = torch.unique(torch.minimum(edge_index[0], edge_index[1]) * nodes + torch.maximum(edge_index[0], edge_index[1]))
@@ -202,7 +202,7 @@ def load_prepared_graphs(folder: str | Path, device: str | torch.device = "cpu")
     path = Path(folder) / GRAPHS_FILE
     tensors, sidecar = load_artifact(path, GRAPHS_KIND, GRAPH_TENSORS, device=device)
     if sidecar.get("card") != dataclasses.asdict(card):
-        raise HclError(f"{Path(folder) / CARD_FILE} is not the card {path} was written with: run hcl prepare again")
+        raise InputError(f"{Path(folder) / CARD_FILE} is not the card {path} was written with: run hcl prepare again")
     dataset = GraphDataset(**{name: tensors[name] for name in GRAPH_TENSORS})
     problem = dataset.problem()
     counted, recorded = (dataset.num_graphs, len(dataset.x), dataset.num_features), (card.num_graphs, card.num_nodes, card.feature_dim)
@@ -211,5 +211,5 @@ def load_prepared_graphs(folder: str | Path, device: str | torch.device = "cpu")
     if problem is None and int(dataset.labels.max()) >= card.num_classes:
         problem = f"labels reach {int(dataset.labels.max())} but the card has {card.num_classes} classes"
     if problem is not None:
-        raise HclError(f"{path}: {problem}: run hcl prepare again")
+        raise InputError(f"{path}: {problem}: run hcl prepare again")
     return dataset, card

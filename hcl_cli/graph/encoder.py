@@ -26,7 +26,7 @@ import torch
 
 from hcl_cli.artifacts.encoders import RecordedEncoder, check_state_dict, load_recorded_weights
 from hcl_cli.artifacts.tensors import library_versions, load_artifact, save_artifact
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 from hcl_cli.graph.gin import Edges, InfoGraphModel
 
 GRAPH_ENCODER_KIND = "graph encoder"
@@ -101,16 +101,16 @@ def load_graph_encoder(path: str | os.PathLike[str], device: str | torch.device 
     """
     tensors, values = load_artifact(path, GRAPH_ENCODER_KIND, expected={}, device="cpu")
     if values.get("arch") != GIN:
-        raise HclError(f"{path}: sidecar names an unknown arch {values.get('arch')!r} (a graph encoder is {GIN})")
+        raise InputError(f"{path}: sidecar names an unknown arch {values.get('arch')!r} (a graph encoder is {GIN})")
     for name in SIZE_FIELDS:
         value = values.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= SIZE_LIMIT:
-            raise HclError(f"{path}: sidecar field {name!r} must be an integer in [1, {SIZE_LIMIT}] (got {value!r})")
+            raise InputError(f"{path}: sidecar field {name!r} must be an integer in [1, {SIZE_LIMIT}] (got {value!r})")
     model = GinModel(values["in_dim"], values["hidden"], values["layers"])
     check_state_dict(path, model.state_dict(), tensors)
     for name in ("feature_dim", "projection_dim"):
         if values.get(name) != getattr(model, name):
-            raise HclError(f"{path}: sidecar field {name!r} is {values.get(name)!r}, but this gin has {getattr(model, name)}")
+            raise InputError(f"{path}: sidecar field {name!r} is {values.get(name)!r}, but this gin has {getattr(model, name)}")
     recorded = load_recorded_weights(path, model, tensors, values)
     sidecar = GraphEncoderSidecar(**model.architecture(), **recorded)
     return model.to(device).eval(), sidecar

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import InputError, UsageError
 from hcl_cli.graph.batch import GraphBatch, GraphBatcher
 from hcl_cli.graph.card import CARD_FILE, GraphCard, load_graph_card
 from hcl_cli.graph.data import load_prepared_graphs
@@ -83,7 +83,7 @@ class GraphModality:
     def load_card(self, folder: str | Path) -> GraphCard:
         card = load_graph_card(folder)
         if card.counts is None:
-            raise HclError(f"{Path(folder) / CARD_FILE} records no train/test split: run hcl prepare --dataset tu again")
+            raise InputError(f"{Path(folder) / CARD_FILE} records no train/test split: run hcl prepare --dataset tu again")
         return card
 
     def describe(self, card: GraphCard, count: int) -> str:
@@ -100,7 +100,7 @@ class GraphModality:
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[GraphSamples, Tensor]:
         dataset, card = load_prepared_graphs(folder)
         if card.counts is None:
-            raise HclError(f"{Path(folder) / CARD_FILE} records no train/test split: run hcl prepare --dataset tu again")
+            raise InputError(f"{Path(folder) / CARD_FILE} records no train/test split: run hcl prepare --dataset tu again")
         split = load_split_indices(folder, card)
         indices = torch.cat([split[name] for name in splits])
         batcher = GraphBatcher(dataset, device)
@@ -114,7 +114,7 @@ class GraphModality:
 
     def check_fits(self, model: GinModel, card: GraphCard, model_path: str, data_path: str) -> None:
         if model.in_dim != card.feature_dim:
-            raise HclError(
+            raise InputError(
                 f"{model_path} was trained on graphs of {model.in_dim} node features, but {data_path} has {card.feature_dim} ({card.features})"
             )
 

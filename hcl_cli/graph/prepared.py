@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from hcl_cli.artifacts.tensors import TensorSpec, load_artifact, save_artifact
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import InputError, UsageError
 from hcl_cli.graph.card import CARD_FILE, GraphCard
 from hcl_cli.graph.data import GRAPHS_FILE, GraphDataset, save_prepared_graphs
 from hcl_cli.splits import check_split_sizes
@@ -61,12 +61,12 @@ def load_split_indices(folder: str | Path, card: GraphCard) -> dict[str, Tensor]
     path = Path(folder) / SPLIT_FILE
     tensors, sidecar = load_artifact(path, SPLIT_KIND, {name: TensorSpec(torch.int64, 1) for name in SPLITS})
     if sidecar.get("seed") != card.seed:
-        raise HclError(f"{path} was split with seed {sidecar.get('seed')!r}, but the card records {card.seed!r}: run hcl prepare again")
+        raise InputError(f"{path} was split with seed {sidecar.get('seed')!r}, but the card records {card.seed!r}: run hcl prepare again")
     every = torch.cat([tensors[name] for name in SPLITS]).sort().values
     if not torch.equal(every, torch.arange(card.num_graphs)) or any(bool((tensors[name].diff() <= 0).any()) for name in SPLITS):
-        raise HclError(f"{path}: the train and test indices do not cover the {card.num_graphs} graphs once each: run hcl prepare again")
+        raise InputError(f"{path}: the train and test indices do not cover the {card.num_graphs} graphs once each: run hcl prepare again")
     if {name: len(tensors[name]) for name in SPLITS} != card.counts:
-        raise HclError(
+        raise InputError(
             f"{path} does not hold the split counts {card.counts} that {Path(folder) / CARD_FILE} records: run hcl prepare again"
         )
     return {name: tensors[name] for name in SPLITS}

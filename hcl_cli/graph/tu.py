@@ -10,7 +10,7 @@ them.
 The files come from a folder, from a zip as the collection serves each dataset (``NAME/`` members;
 MUTAG and PTC_MR ship in ``data/raw/tu/``, others are fetched there by :mod:`hcl_cli.graph.fetch`)
 or from a tar archive (``tu/NAME/`` or ``NAME/`` members, the layout of ``tu.tar.gz``), read member
-by member and never extracted to disk; a member that is a link or not a regular file is refused. Every problem is a one-line :class:`~hcl_cli.errors.HclError`
+by member and never extracted to disk; a member that is a link or not a regular file is refused. Every problem is a one-line :class:`~hcl_cli.errors.InputError`
 naming the file and, where there is one, the line.
 
 The edges are what torch-geometric's ``read_tu_data`` (torch_geometric/io/tu.py, 2.8.1) makes of
@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import torch
 
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import InputError, UsageError
 
 REQUIRED = ("A", "graph_indicator", "graph_labels")
 OPTIONAL = ("node_labels", "node_attributes")
@@ -81,7 +81,7 @@ def read_tu_files(source: str | Path, name: str) -> TuGraphs:
 
     A folder may hold the files itself or in ``NAME/``, ``NAME/raw/`` (torch-geometric's layout) or
     ``tu/NAME/``, or else the zip ``tu/NAME.zip`` or ``NAME.zip``. A missing source or an invalid name is a :class:`UsageError`; a missing or
-    malformed file an :class:`HclError`.
+    malformed file an :class:`InputError`.
     """
     check_name(name)
     path = Path(source)
@@ -122,19 +122,21 @@ def _read_folder(root: Path, name: str) -> tuple[dict[str, bytes], dict[str, str
     if folder is None:
         found = sorted({p.name[: -len("_A.txt")] for c in (root, root / "tu") if c.is_dir() for p in c.rglob("*_A.txt")})
         holds = f"; it holds {', '.join(found)}" if found else ""
-        raise HclError(f"{root}: no TU dataset {name} (no {name}_A.txt in it, {name}/, {name}/raw/ or tu/{name}/, no tu/{name}.zip){holds}")
+        raise InputError(
+            f"{root}: no TU dataset {name} (no {name}_A.txt in it, {name}/, {name}/raw/ or tu/{name}/, no tu/{name}.zip){holds}"
+        )
     raw: dict[str, bytes] = {}
     labels: dict[str, str] = {}
     for kind in REQUIRED + OPTIONAL:
         file = folder / f"{name}_{kind}.txt"
         labels[kind] = str(file)
         if file.is_symlink() or (file.exists() and not file.is_file()):
-            raise HclError(f"{file}: not a regular file (hcl reads only regular TU files)")
+            raise InputError(f"{file}: not a regular file (hcl reads only regular TU files)")
         if file.is_file():
             try:
                 raw[kind] = file.read_bytes()
             except OSError as exc:
-                raise HclError(f"cannot read {file}: {exc.strerror or exc}") from exc
+                raise InputError(f"cannot read {file}: {exc.strerror or exc}") from exc
     return raw, labels
 
 
@@ -149,7 +151,7 @@ def _read_archive(archive: Path, name: str) -> tuple[dict[str, bytes], dict[str,
         with tarfile.open(archive, mode="r|*") as tar:
             return _read_members(archive, name, ((m.name, m.isfile(), lambda m=m: _tar_member(tar, m)) for m in tar))
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
-        raise HclError(f"{archive}: not a readable zip or tar archive ({exc})") from exc
+        raise InputError(f"{archive}: not a readable zip or tar archive ({exc})") from exc
 
 
 def _zip_regular(info: zipfile.ZipInfo) -> bool:
@@ -161,7 +163,7 @@ def _zip_regular(info: zipfile.ZipInfo) -> bool:
 def _tar_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     handle = tar.extractfile(member)
     if handle is None:
-        raise HclError(f"{member.name}: not a readable member")
+        raise InputError(f"{member.name}: not a readable member")
     return handle.read()
 
 
@@ -184,16 +186,16 @@ def _read_members(
         label = f"{archive}:{member}"
         kind = wanted[parts[-1]]
         if not regular:
-            raise HclError(f"{label}: a link or special member, not a regular file (hcl reads only regular TU files)")
+            raise InputError(f"{label}: a link or special member, not a regular file (hcl reads only regular TU files)")
         if kind in raw:
-            raise HclError(f"{label}: the archive holds {parts[-1]} twice")
+            raise InputError(f"{label}: the archive holds {parts[-1]} twice")
         prefixes.add("/".join(parts[:-1]))
         raw[kind], labels[kind] = read(), label
     if not raw:
         holds = f"; it holds {', '.join(sorted(datasets))}" if datasets else ""
-        raise HclError(f"{archive}: no TU dataset {name} (no {name}/ or tu/{name}/ member){holds}")
+        raise InputError(f"{archive}: no TU dataset {name} (no {name}/ or tu/{name}/ member){holds}")
     if len(prefixes) > 1:
-        raise HclError(f"{archive}: holds {name} twice ({' and '.join(sorted(prefixes))}/)")
+        raise InputError(f"{archive}: holds {name} twice ({' and '.join(sorted(prefixes))}/)")
     (prefix,) = prefixes
     for kind in REQUIRED + OPTIONAL:
         labels.setdefault(kind, f"{archive}:{prefix}/{name}_{kind}.txt")
@@ -204,15 +206,15 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
     """Parse the files and check them against each other; the checks of the module docstring."""
     for kind in REQUIRED:
         if kind not in raw:
-            raise HclError(f"{labels[kind]} not found (a TU dataset needs {', '.join(f'{name}_{k}.txt' for k in REQUIRED)})")
+            raise InputError(f"{labels[kind]} not found (a TU dataset needs {', '.join(f'{name}_{k}.txt' for k in REQUIRED)})")
     files = {Path(labels[kind].rsplit(":", 1)[-1]).name: hashlib.sha256(data).hexdigest() for kind, data in sorted(raw.items())}
 
     indicator = _parse(raw["graph_indicator"], labels["graph_indicator"], columns=1, integers=True)[:, 0]
     where = labels["graph_indicator"]
     if len(indicator) == 0:
-        raise HclError(f"{where} is empty: a TU dataset needs at least one node")
+        raise InputError(f"{where} is empty: a TU dataset needs at least one node")
     if indicator[0] != 1:
-        raise HclError(f"{where} line 1: graph ids must start at 1, found {indicator[0]}")
+        raise InputError(f"{where} line 1: graph ids must start at 1, found {indicator[0]}")
     steps = np.diff(indicator)
     if (bad := np.flatnonzero((steps < 0) | (steps > 1))).size:
         line = int(bad[0]) + 2
@@ -224,24 +226,24 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
             why = f"graph {before + 1} comes later (line {line + int(later[0]) + 1}): the nodes must be listed graph by graph, in increasing order"
         else:
             why = f"graphs {before + 1}..{after - 1} would have no nodes"
-        raise HclError(f"{where} line {line}: graph id {after} after {before}: {why}")
+        raise InputError(f"{where} line {line}: graph id {after} after {before}: {why}")
     nodes, graphs = len(indicator), int(indicator[-1])
 
     graph_labels = _parse(raw["graph_labels"], labels["graph_labels"], columns=1, integers=True)[:, 0]
     if len(graph_labels) != graphs:
-        raise HclError(f"{labels['graph_labels']} has {len(graph_labels)} lines, but {where} numbers {graphs} graphs")
+        raise InputError(f"{labels['graph_labels']} has {len(graph_labels)} lines, but {where} numbers {graphs} graphs")
 
     node_graph = indicator - 1
     edges = _parse(raw["A"], labels["A"], columns=2, integers=True)
     if (bad := np.flatnonzero(((edges < 1) | (edges > nodes)).any(axis=1))).size:
         line = int(bad[0])
         value = next(v for v in edges[line] if not 1 <= v <= nodes)
-        raise HclError(f"{labels['A']} line {line + 1}: node id {value} is out of range 1..{nodes} ({where} has {nodes} nodes)")
+        raise InputError(f"{labels['A']} line {line + 1}: node id {value} is out of range 1..{nodes} ({where} has {nodes} nodes)")
     edges = edges - 1
     if (bad := np.flatnonzero(node_graph[edges[:, 0]] != node_graph[edges[:, 1]])).size:
         line = int(bad[0])
         row, col = edges[line]
-        raise HclError(
+        raise InputError(
             f"{labels['A']} line {line + 1}: edge {row + 1}, {col + 1} joins graph {node_graph[row] + 1} to graph {node_graph[col] + 1}"
         )
 
@@ -284,7 +286,7 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
 
 def _check_count(values: np.ndarray, label: str, nodes: int, indicator: str) -> None:
     if len(values) != nodes:
-        raise HclError(f"{label} has {len(values)} lines, but {indicator} has {nodes} nodes")
+        raise InputError(f"{label} has {len(values)} lines, but {indicator} has {nodes} nodes")
 
 
 def _parse(data: bytes, label: str, *, columns: int | None, integers: bool) -> np.ndarray:
@@ -306,7 +308,7 @@ def _parse(data: bytes, label: str, *, columns: int | None, integers: bool) -> n
     if (bad := np.flatnonzero(commas != width - 1)).size:
         line = int(bad[0])
         as_first = "" if columns is not None else " (as on line 1)"
-        raise HclError(f"{label} line {line + 1}: expected {width} comma-separated values{as_first}, found {commas[line] + 1}")
+        raise InputError(f"{label} line {line + 1}: expected {width} comma-separated values{as_first}, found {commas[line] + 1}")
     tokens = data.replace(b"\n", b",").split(b",")[:-1]
     dtype = np.int64 if integers else np.float64
     try:
@@ -319,9 +321,9 @@ def _parse(data: bytes, label: str, *, columns: int | None, integers: bool) -> n
             except (ValueError, OverflowError):
                 shown = token.strip().decode("utf-8", errors="replace")[:TOKEN_SHOWN]
                 what = "an integer" if integers else "a number"
-                raise HclError(f"{label} line {index // width + 1}: {shown!r} is not {what}") from None
-        raise HclError(f"{label}: its values do not convert to {dtype.__name__}") from None
+                raise InputError(f"{label} line {index // width + 1}: {shown!r} is not {what}") from None
+        raise InputError(f"{label}: its values do not convert to {dtype.__name__}") from None
     values = values.reshape(-1, width)
     if not integers and (bad := np.flatnonzero(~np.isfinite(values).all(axis=1))).size:
-        raise HclError(f"{label} line {int(bad[0]) + 1}: not a finite number")
+        raise InputError(f"{label} line {int(bad[0]) + 1}: not a finite number")
     return values

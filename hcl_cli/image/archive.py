@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 import torch
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 from hcl_cli.runtime import GIB, SKIP_VARIABLE, available_bytes, memory_check_skipped
 
 IMAGE_SPLITS = ("train", "test")
@@ -42,7 +42,7 @@ class ArchiveTree:
     def class_names(self, split: str) -> list[str]:
         """The sorted class folders of ``split``; a one-line :class:`HclError` when it has none."""
         if not self.files[split]:
-            raise HclError(
+            raise InputError(
                 f"{self.where(split)} not found or without class folders: imagefolder needs train/ and test/, each holding one folder per class"
             )
         return sorted(self.files[split])
@@ -61,13 +61,13 @@ def read_image_archive(archive: Path) -> ArchiveTree:
                 label = f"{archive}:{member.name}"
                 name = PurePosixPath(member.name)
                 if name.is_absolute() or ".." in name.parts:
-                    raise HclError(f"{label}: a member named outside the archive's folder (absolute, or with ..): refused")
+                    raise InputError(f"{label}: a member named outside the archive's folder (absolute, or with ..): refused")
                 parts = tuple(part for part in name.parts if part != ".")
                 at = next((index for index, part in enumerate(parts[:2]) if part in IMAGE_SPLITS), None)
                 if at is None or any(part.startswith(".") for part in parts) or len(parts) < at + 2:
                     continue
                 if not (member.isfile() or member.isdir()):
-                    raise HclError(f"{label}: a link or special member, not a regular file (hcl reads only regular image files)")
+                    raise InputError(f"{label}: a link or special member, not a regular file (hcl reads only regular image files)")
                 tops.add(parts[:at])
                 split, class_name, inside = parts[at], parts[at + 1], parts[at + 2 :]
                 if member.isdir() or inside:
@@ -75,30 +75,30 @@ def read_image_archive(archive: Path) -> ArchiveTree:
                 if not member.isfile() or not inside:  # a folder, or a file beside the class folders (ignored, as in a folder)
                     continue
                 if member.size > MAX_IMAGE_BYTES:
-                    raise HclError(
+                    raise InputError(
                         f"{label}: {member.size} bytes, more than the {MAX_IMAGE_BYTES // 2**20} MiB an image file may have: refused"
                     )
                 total += member.size
                 if available is not None and total > available:
-                    raise HclError(
+                    raise InputError(
                         f"{archive}: its images need more than the {available / GIB:.1f} GiB of memory free: extract it and give the "
                         f"folder, or free memory; {SKIP_VARIABLE}=1 skips this check"
                     )
                 handle = tar.extractfile(member)
                 if handle is None:
-                    raise HclError(f"{label}: not a readable member")
+                    raise InputError(f"{label}: not a readable member")
                 if (split, class_name, inside) in seen:
-                    raise HclError(f"{label}: the archive holds this file twice")
+                    raise InputError(f"{label}: the archive holds this file twice")
                 seen.add((split, class_name, inside))
                 files[split][class_name].append((PurePosixPath(*inside), handle.read()))
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise HclError(f"{archive}: not a readable tar archive ({exc})") from exc
+        raise InputError(f"{archive}: not a readable tar archive ({exc})") from exc
     if len(tops) > 1:
-        raise HclError(
+        raise InputError(
             f"{archive}: holds train/ or test/ in more than one place ({', '.join(sorted('/'.join(top) or '.' for top in tops))})"
         )
     if not tops:
-        raise HclError(
+        raise InputError(
             f"{archive}: no train/ or test/ folder at its top or in a top folder: imagefolder needs both, each holding one folder per class"
         )
     (top,) = tops

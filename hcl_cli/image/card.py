@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hcl_cli.artifacts import SCHEMA_VERSION, is_finite_number, is_integer, read_json, write_json
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, InputError
 
 SPLITS = ("train", "test", "unlabeled")
 CARD_FILE = "card.json"
@@ -69,14 +69,14 @@ def load_card(folder: str | Path) -> DatasetCard:
     """
     path = Path(folder) / CARD_FILE
     if not path.is_file():
-        raise HclError(f"{folder} is not a prepared dataset folder (no {CARD_FILE}): run hcl prepare first")
+        raise InputError(f"{folder} is not a prepared dataset folder (no {CARD_FILE}): run hcl prepare first")
     values = read_json(path, what="dataset card")
     if not is_integer(values.get("schema_version")) or values.get("schema_version") != SCHEMA_VERSION:
         version = values.get("schema_version")
-        raise HclError(f"{path}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION}): run hcl prepare again")
+        raise InputError(f"{path}: schema version {version!r} is not supported (this hcl reads {SCHEMA_VERSION}): run hcl prepare again")
 
     def invalid(field: str, expected: str) -> HclError:
-        return HclError(
+        return InputError(
             f"{path} is not a valid dataset card: {field!r} must be {expected} (got {values.get(field)!r}): run hcl prepare again"
         )
 

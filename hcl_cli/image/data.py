@@ -23,8 +23,9 @@ import torch
 from PIL import Image
 
 from hcl_cli.artifacts import first_line
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.errors import HclError, InputError, UsageError
 from hcl_cli.image.archive import IMAGE_SPLITS, read_image_archive
+from hcl_cli.image.depth import as_rgb
 from hcl_cli.progress import progress
 from hcl_cli.runtime import GIB, SKIP_VARIABLE, available_bytes, memory_check_skipped
 from hcl_cli.splits import check_split_sizes
@@ -124,17 +125,17 @@ def load_torchvision(name: str, root: Path, image_size: int = 0) -> SourceDatase
     except (RuntimeError, OSError, ValueError) as exc:
         reason = first_line(exc)
         if present:
-            raise HclError(
+            raise InputError(
                 f"{name} files in {folder} failed torchvision's checks ({reason}): "
                 f"replace them with the files of the original {dataset_class.filename}"
             ) from exc
-        raise HclError(
+        raise InputError(
             f"{name} not found in {root}: put {dataset_class.filename} (or its extracted {dataset_class.base_folder}/) there, "
             f"or run with network access (download failed: {reason})"
         ) from exc
     classes = getattr(datasets["train"], "classes", None)
     if not classes:
-        raise HclError(f"{name}: {folder} has no class names ({', '.join(layout.extra_files)} is missing)")
+        raise InputError(f"{name}: {folder} has no class names ({', '.join(layout.extra_files)} is missing)")
     splits = {}
     for split, dataset in datasets.items():
         images = np.asarray(dataset.data, dtype=np.uint8)
@@ -167,7 +168,7 @@ def load_image_folder(root: Path, image_size: int = 0) -> SourceDataset:
         }
         return _decode_splits(str(root), tree.where, classes, files, image_size, f"image archive {root}")
     if not root.is_dir():
-        raise HclError(
+        raise InputError(
             f"imagefolder path {root} not found: it must be a folder holding train/ and test/, each with one folder per class, "
             "or a .tar.gz of one"
         )
@@ -187,11 +188,11 @@ def _classes(where: Callable[[str], str], listed: Callable[[str], list[str]]) ->
     """The class folders of train/ (``listed("train")``), at least 2, and test/'s the same; ``where(split)`` names a split folder."""
     classes = listed("train")
     if len(classes) == 1:
-        raise HclError(f"{where('train')} holds one class folder ({classes[0]}): a dataset needs at least 2 classes")
+        raise InputError(f"{where('train')} holds one class folder ({classes[0]}): a dataset needs at least 2 classes")
     test_classes = listed("test")
     if test_classes != classes:
         missing, extra = sorted(set(classes) - set(test_classes)), sorted(set(test_classes) - set(classes))
-        raise HclError(
+        raise InputError(
             f"{where('test')} must have the class folders of train/ (missing: {', '.join(missing) or '-'}; extra: {', '.join(extra) or '-'})"
         )
     return classes
@@ -216,7 +217,7 @@ def _decode_splits(
         found = {label for _, _, label in decoded[split]}
         empty = [name for label, name in enumerate(classes) if label not in found]
         if empty:
-            raise HclError(f"{where(split)} has no readable image in class folder(s): {', '.join(empty)}")
+            raise InputError(f"{where(split)} has no readable image in class folder(s): {', '.join(empty)}")
 
     first_name, first_image, _ = decoded["train"][0]
     for name, image, _ in decoded["train"] + decoded["test"]:
@@ -235,10 +236,10 @@ def _decode_splits(
 
 def _class_folders(split_folder: Path) -> list[str]:
     if not split_folder.is_dir():
-        raise HclError(f"{split_folder} not found: imagefolder needs train/ and test/ folders, each holding one folder per class")
+        raise InputError(f"{split_folder} not found: imagefolder needs train/ and test/ folders, each holding one folder per class")
     classes = sorted(entry.name for entry in split_folder.iterdir() if entry.is_dir() and not entry.name.startswith("."))
     if not classes:
-        raise HclError(f"{split_folder} holds no class folders: put each class's images in a folder of its own")
+        raise InputError(f"{split_folder} holds no class folders: put each class's images in a folder of its own")
     return classes
 
 
@@ -255,7 +256,7 @@ def _decode_image(source: Path | bytes, name: str, image_size: int) -> np.ndarra
     """The image in ``source`` (a file, or its bytes) as uint8 (3, H, W), or why PIL could not read ``name``."""
     try:
         with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
-            return _pil_to_chw(image.convert("RGB"), image_size)
+            return _pil_to_chw(as_rgb(image, name), image_size)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         return f"{name}: {first_line(exc)}"
 

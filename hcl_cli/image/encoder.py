@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from hcl_cli.artifacts import library_versions, load_artifact, save_artifact
 from hcl_cli.artifacts.encoders import RecordedEncoder, check_state_dict, load_recorded_weights
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 from hcl_cli.image.card import wrong_channel_statistics
 from hcl_cli.image.networks import BUILT_ARCHS, ContrastiveModel, build_model, unwrap
 
@@ -68,19 +68,19 @@ def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu
     tensors, values = load_artifact(path, ENCODER_KIND, expected={}, device=device)
     arch = values.get("arch")
     if arch not in BUILT_ARCHS:
-        raise HclError(f"{path}: sidecar names an unknown arch {arch!r} (expected one of {', '.join(BUILT_ARCHS)})")
+        raise InputError(f"{path}: sidecar names an unknown arch {arch!r} (expected one of {', '.join(BUILT_ARCHS)})")
     for name in SIZE_FIELDS:
         value = values.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise HclError(f"{path}: sidecar field {name!r} must be a positive integer (got {value!r})")
+            raise InputError(f"{path}: sidecar field {name!r} must be a positive integer (got {value!r})")
     model = build_model(arch, values["in_channels"], values["image_size"], values["projection_dim"])
     check_state_dict(path, model.state_dict(), tensors)
     if values.get("feature_dim", model.feature_dim) != model.feature_dim:
-        raise HclError(f"{path}: sidecar field 'feature_dim' is {values['feature_dim']!r}, but {arch} has {model.feature_dim} features")
+        raise InputError(f"{path}: sidecar field 'feature_dim' is {values['feature_dim']!r}, but {arch} has {model.feature_dim} features")
     wrong = wrong_channel_statistics(values, values["in_channels"])
     if wrong is not None:
         name, expected = wrong
-        raise HclError(f"{path}: sidecar field {name!r} must be {expected} (got {values.get(name)!r})")
+        raise InputError(f"{path}: sidecar field {name!r} must be {expected} (got {values.get(name)!r})")
     recorded = load_recorded_weights(path, model, tensors, values)
     sidecar = EncoderSidecar(**model.architecture(), mean=values["mean"], std=values["std"], **recorded)
     return model.to(device).eval(), sidecar
@@ -91,7 +91,7 @@ def check_fits_dataset(model: ContrastiveModel, image_shape: list[int], model_pa
     trained = [model.in_channels, model.image_size, model.image_size]
     if trained != list(image_shape):
         shape = "x".join(map(str, image_shape))
-        raise HclError(f"{model_path} was trained on {'x'.join(map(str, trained))} images, but {data_path} holds {shape}")
+        raise InputError(f"{model_path} was trained on {'x'.join(map(str, trained))} images, but {data_path} holds {shape}")
 
 
 @torch.no_grad()

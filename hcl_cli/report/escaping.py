@@ -8,9 +8,14 @@ heading, a link, an image, HTML or a table cell: the report's structure is hcl's
 from __future__ import annotations
 
 import re
+import unicodedata
 
 LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
 """What ``str.splitlines`` breaks lines at: in a value, each run of them becomes one space."""
+INVISIBLE = frozenset(("Cc", "Cf", "Cs", "Co", "Cn"))
+"""Unicode categories that show nothing or reorder what follows: control characters (NUL, ESC), format characters
+(the bidirectional overrides U+202E and U+2066..U+2069, zero-width ones), surrogates, private and unassigned code
+points. Each is written as its Python escape (``\\x00``, ``\\u202e``), so a value cannot hide or reverse text."""
 MARKUP = re.compile(r"([\\\[\]<>|#&])")
 """Characters that could start a link or image (``[``), HTML (``<``, ``&``), a heading's closing ``#``,
 a table cell (``|``), or escape hcl's own escapes (``\\``); each is backslash-escaped (CommonMark 2.4)."""
@@ -22,7 +27,7 @@ def inline(value: object) -> str:
     Emphasis and code characters (``*``, ``_``, backticks) are kept: they style text within the line but
     cannot change the report's structure, and a title with shell syntax reads as written.
     """
-    return MARKUP.sub(r"\\\1", LINE_BREAKS.sub(" ", str(value)))
+    return MARKUP.sub(r"\\\1", visible(LINE_BREAKS.sub(" ", str(value))))
 
 
 def code(value: object, *, cell: bool = False) -> str:
@@ -30,9 +35,14 @@ def code(value: object, *, cell: bool = False) -> str:
 
     In a table ``cell``, ``|`` is escaped too (GitHub's tables split cells before code spans).
     """
-    text = LINE_BREAKS.sub(" ", str(value))
+    text = visible(LINE_BREAKS.sub(" ", str(value)))
     if cell:
         text = text.replace("|", "\\|")
     fence = "`" * (1 + max(map(len, re.findall("`+", text)), default=0))
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def visible(text: str) -> str:
+    """``text`` with each character of an :data:`INVISIBLE` category written as its Python escape."""
+    return "".join(repr(char)[1:-1] if unicodedata.category(char) in INVISIBLE else char for char in text)

@@ -45,8 +45,6 @@ HISTOGRAM_PAIRS = 100_000
 HARD_NEGATIVES = 10
 HARD_NEGATIVE_SEED = 0
 LOSS_LABELS = {"ucl": "UCL", "scl": "SCL", "hucl": "H-UCL", "hscl": "H-SCL"}
-FIGURE_FILES = ("loss.png", "knn_top1.png", "hscl_diagnostics.png", "similarity.png", "hard_negatives.png")
-"""Every file a report may put in its figures folder."""
 
 
 @dataclass(frozen=True)

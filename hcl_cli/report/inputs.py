@@ -4,26 +4,23 @@ Only the metrics folder is required; the prepared dataset and the encoder are re
 exist. Each check fails in one line naming the file, and inputs of different runs (graph embeddings
 beside a digits run, another encoder's metrics) are refused by the sha256 each artifact records of
 what it was made from (:func:`check_one_run`). The metrics files describe themselves
-(:mod:`hcl_cli.metrics`); of their parameters, the report checks here the ones it computes or writes
-with (:data:`REPORTED_SETTINGS`), not against the evaluations' option declarations, so that editing
-a ``knn-eval`` option's help text does not change the report stage's dependencies.
+(:mod:`hcl_cli.metrics`), and :func:`~hcl_cli.metrics.evaluation_metrics` checks them and the parameters
+the report computes or writes with, the one validator ``hcl compare`` uses too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_made_from, is_finite_number, prepared_sha256, read_inputs, read_json, sidecar_path
-from hcl_cli.config.base import FEATURES
+from hcl_cli.artifacts import check_made_from, log_sha256, prepared_sha256, read_inputs, read_json, sidecar_path
 from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
-from hcl_cli.metrics import EvaluationMetrics, load_metrics
+from hcl_cli.metrics import EvaluationMetrics, evaluation_metrics
 from hcl_cli.modality import Modality, Samples, modality_named, modality_of
 from hcl_cli.runtime import resolve_device
 
@@ -32,38 +29,6 @@ METRIC_FILES: dict[str, tuple[str, str]] = {"knn": ("kNN", "knn-eval"), "linear"
 
 KNN_SETTINGS = ("k", "temperature", "chunk_size", "bank_chunk_size")
 """The kNN settings of ``metrics/knn.json`` that the report's baselines are scored with (``knn_predict``'s keywords)."""
-
-LINEAR_PROTOCOL_SETTINGS: dict[str, tuple[str, ...]] = {
-    "fixed": ("optimizer", "epochs", "lr", "weight_decay", "seed"),
-    "paper": ("epochs", "batch_size", "lr", "weight_decay", "seed"),
-    "svm": ("svm_repeats", "svm_folds", "svm_c_grid", "svm_inner_folds", "seed"),
-}
-"""The settings of ``metrics/linear.json`` that the report's protocol bullet quotes, by ``protocol`` (any JSON scalar)."""
-
-
-def positive_int(value: Any) -> bool:
-    """Whether a JSON value is an integer >= 1 (not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def positive_number(value: Any) -> bool:
-    """Whether a JSON value is a finite number > 0."""
-    return is_finite_number(value) and value > 0
-
-
-FEATURE = (lambda value: value in FEATURES, " or ".join(FEATURES))
-PRESENT = (lambda value: True, "present")
-REPORTED_SETTINGS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
-    "knn": {
-        "feature": FEATURE,
-        "k": (positive_int, "a positive integer"),
-        "temperature": (positive_number, "a positive number"),
-        "chunk_size": (positive_int, "a positive integer"),
-        "bank_chunk_size": (positive_int, "a positive integer"),
-    },
-    "linear": {"feature": FEATURE, "protocol": (lambda value: value in LINEAR_PROTOCOL_SETTINGS, ", ".join(LINEAR_PROTOCOL_SETTINGS))},
-}
-"""The parameters the report reads from each metrics file, with the check of each value and what it must be."""
 
 
 @dataclass(frozen=True)
@@ -103,28 +68,16 @@ class Prepared:
 def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
     """The metrics files present in ``folder``, by stage; a missing folder, or neither file, is an error."""
     if not folder.is_dir():
-        raise HclError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
+        raise InputError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
     paths = {name: folder / f"{name}.json" for name in METRIC_FILES}
-    metrics = {name: load_metrics(path, METRIC_FILES[name][1]) for name, path in paths.items() if path.is_file()}
+    metrics = {
+        name: evaluation_metrics(read_json(path, what=f"hcl {METRIC_FILES[name][1]} metrics"), str(path), METRIC_FILES[name][1])
+        for name, path in paths.items()
+        if path.is_file()
+    }
     if not metrics:
-        raise HclError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
-    for name, values in metrics.items():
-        check_reported_settings(name, paths[name], values)
+        raise InputError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
     return metrics
-
-
-def check_reported_settings(stage: str, path: Path, metrics: EvaluationMetrics) -> None:
-    """Each parameter the report reads from ``stage``'s metrics file ``path`` is present with a value it can use, else a
-    one-line :class:`HclError` naming the file and the field."""
-    command = METRIC_FILES[stage][1]
-    checks = REPORTED_SETTINGS[stage]
-    if stage == "linear" and metrics.params.get("protocol") in LINEAR_PROTOCOL_SETTINGS:
-        checks = checks | dict.fromkeys(LINEAR_PROTOCOL_SETTINGS[metrics.params["protocol"]], PRESENT)
-    for name, (check, expected) in checks.items():
-        if name not in metrics.params:
-            raise HclError(f"{path}: {name!r} is missing (the setting it was measured with): run hcl {command} again")
-        if not check(metrics.params[name]):
-            raise HclError(f"{path}: {name!r} must be {expected} (got {metrics.params[name]!r}): run hcl {command} again")
 
 
 def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_folder: Path) -> Prepared:
@@ -137,7 +90,7 @@ def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_f
         expected = card.counts["train"] + card.counts["test"] if svm else card.counts["test"]
         scored = f"{modality.sample_noun}s" if svm else f"test {modality.sample_noun}s"
         if values.test_size != expected:
-            raise HclError(
+            raise InputError(
                 f"{metrics_folder / f'{name}.json'} scored {values.test_size} {scored}, but {folder} holds {expected}: "
                 "the metrics come from another dataset (run the pipeline again, or give the --data it evaluated)"
             )
@@ -154,7 +107,7 @@ def read_encoder(path: Path, prepared: Prepared | None) -> TrainedEncoder:
     try:
         config = PretrainConfig(**sidecar.config)
     except (KeyError, TypeError, UsageError) as exc:
-        raise HclError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
+        raise InputError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
     if prepared is not None:
         modality.check_fits(model, prepared.card, str(path), str(prepared.folder))
     return TrainedEncoder(path, model, sidecar, config, modality)
@@ -166,6 +119,14 @@ def encoder_kind(path: Path) -> Any:
         return read_json(sidecar_path(path), what="encoder sidecar").get("kind")
     except HclError:
         return None
+
+
+def check_training_log(encoder: TrainedEncoder | None, plots: Path, logs: Path) -> None:
+    """One-line HclError unless the training log the report draws (``logs``, its curves' folder under ``--plots``) is the
+    one that trained ``encoder``: the files its sidecar records under ``inputs.training_log`` (:func:`log_sha256`)."""
+    if encoder is not None:
+        made = f"--model {shown(encoder.path)}"
+        check_made_from(made, encoder.sidecar.inputs, "training_log", f"--plots {shown(plots)}", log_sha256(logs.parent.parent))
 
 
 def check_one_run(
@@ -190,7 +151,7 @@ def check_one_run(
         check_made_from(given, inputs, "encoder", model, encoder.sidecar.sha256 if encoder is not None else None)
         check_made_from(given, inputs, "prepared", data, prepared_digests)
         if prepared is not None and embedded.get("dataset", prepared.card.name) != prepared.card.name:
-            raise HclError(
+            raise InputError(
                 f"{given} embeds the dataset {shown(embedded.get('dataset'))}, but {data} holds {shown(prepared.card.name)}: "
                 "they come from different runs; run the stages again, or give the inputs of one run"
             )

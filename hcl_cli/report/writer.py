@@ -13,10 +13,12 @@ beside the figures of another (only a kill between two renames, microseconds apa
 that, and the next report replaces it).
 
 The report and the figures folder are outputs under hcl's one ownership rule
-(:func:`~hcl_cli.artifacts.check_replaceable`): the markdown is replaced only when it is a report
-hcl wrote (its last line is :data:`WRITTEN_BY`), never when it is a user's file or a symbolic link;
-the figures folder is replaced whole, so it may hold only the files a report writes. Anything else
-is refused before any work, and nothing of the user's is lost.
+(:func:`~hcl_cli.artifacts.check_replaceable`), judged by hcl's record of what it wrote
+(:mod:`~hcl_cli.artifacts.record`), kept in the figures folder so that DVC caches it with them: the
+markdown is replaced only when the record lists it, with its present sha256, as the report; the
+figures folder is replaced whole, so it may hold only the files the record lists with their
+present sha256, never a user's file of a figure's name (``loss.png``) nor a symbolic link.
+Anything else is refused before any work, and nothing of the user's is lost.
 """
 
 from __future__ import annotations
@@ -24,10 +26,23 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from hcl_cli.artifacts import check_replaceable, entries_besides, folder_output, stale_siblings, temp_sibling, text_output
+from hcl_cli.artifacts import (
+    RECORD_FILE,
+    check_replaceable,
+    folder_output,
+    read_record,
+    record_document,
+    record_key,
+    recorded_output,
+    sha256_of,
+    stale_siblings,
+    temp_sibling,
+    unrecorded_entries,
+    write_json,
+)
 from hcl_cli.errors import HclError
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.locking import locked_folder
@@ -37,25 +52,27 @@ FIGURES_FOLDER = "figures"
 STAGING_TAG = "staging"
 RETIRED = "retired-figures"
 WRITTEN_BY = "*Written by `hcl report`, which replaces this file when it runs again: keep notes elsewhere.*"
-"""The report's last line: how hcl knows a report is its own to replace (and a reader that it will be replaced)."""
-REPORT_OUTPUT = text_output("report", WRITTEN_BY, last=True)
+"""The report's last line, which tells a reader that it will be replaced."""
+REPORT_OUTPUT = recorded_output("report", lambda path: path.parent / FIGURES_FOLDER)
+"""The markdown, listed in the figures folder's record as ``../NAME.md``."""
+FIGURE = "report figure"
+FIGURES_OUTPUT = folder_output("report figures", lambda path: unrecorded_entries(path, "--out (its figures)"))
 
 
 @contextlib.contextmanager
-def report_folder(out: Path, figure_files: Collection[str]) -> Iterator[None]:
+def report_folder(out: Path) -> Iterator[None]:
     """Hold the folder of ``out`` for the block (its lock, the folder created if missing), once the set is replaceable.
 
-    The set is replaceable when ``out`` is absent or a report hcl wrote, and the figures folder beside
-    it is absent or a folder holding only ``figure_files`` (and hcl's temporary files of them); else a
-    one-line :class:`~hcl_cli.errors.UsageError`. Folders the block created are removed again if it leaves them empty.
+    The set is replaceable when ``out`` is absent or the report hcl's record lists, and the figures folder
+    beside it is absent or a folder holding only files its record lists (and hcl's temporary files of them);
+    else a one-line :class:`~hcl_cli.errors.UsageError`. Folders the block created are removed again if it leaves them empty.
     """
     folder = out.parent
     made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     try:
         with locked_folder(folder, "report"):
             check_replaceable("--out", out, REPORT_OUTPUT)
-            figures = folder_output("report figures", lambda path: entries_besides(path, figure_files))
-            check_replaceable("--out (its figures)", out.parent / FIGURES_FOLDER, figures)
+            check_replaceable("--out (its figures)", out.parent / FIGURES_FOLDER, FIGURES_OUTPUT)
             yield
     finally:
         for path in made:
@@ -84,10 +101,25 @@ def publish(out: Path, markdown: str, drawings: Mapping[str, Callable[[Path], No
         for name, draw in drawings.items():
             _stage(figures / name, staging / FIGURES_FOLDER / name, draw)
         _stage(out, staging / out.name, lambda path: path.write_text(f"{markdown.rstrip()}\n\n{WRITTEN_BY}\n", encoding="utf-8"))
+        _stage(figures / RECORD_FILE, staging / FIGURES_FOLDER / RECORD_FILE, lambda path: write_json(path, _record(staging, out)))
         with uninterrupted():  # a Ctrl-C waits for the swap: never new figures beside the old markdown
             _swap(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _record(staging: Path, out: Path) -> dict[str, object]:
+    """The record of the staged set: each staged figure and the staged markdown (with the markdown's present sha256 too,
+    so that a kill between the renames of :func:`_swap` leaves either one known), and the other reports the old
+    record lists in this folder."""
+    figures, staged = out.parent / FIGURES_FOLDER, staging / FIGURES_FOLDER
+    old = read_record(figures, "--out") if figures.is_dir() and not figures.is_symlink() else {}
+    key = record_key(out, figures)
+    files: dict[str, dict[str, object]] = {name: entry for name, entry in old.items() if name.startswith("../") and name != key}
+    files |= {path.name: {"output": FIGURE, "sha256": [sha256_of(path)]} for path in sorted(staged.iterdir())}
+    present = [sha256_of(out)] if out.is_file() and key in old else []
+    files[key] = {"output": REPORT_OUTPUT.what, "sha256": [sha256_of(staging / out.name), *present]}
+    return record_document(files)
 
 
 def _stage(destination: Path, staged: Path, write: Callable[[Path], None]) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,17 +34,19 @@ from typing import Any
 
 from ruamel.yaml import YAMLError
 
-from hcl_cli.artifacts import check_replaceable, is_finite_number, is_integer, text_output, write_text
+from hcl_cli.artifacts import check_replaceable, is_finite_number, is_integer, recorded_output, write_output
 from hcl_cli.config.base import load_yaml12
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.metrics import check_metrics
+from hcl_cli.metrics import evaluation_metrics
 from hcl_cli.objectives.registry import SAMPLERS
-from hcl_cli.report.sweep import EVALUATIONS, TITLE, WORKSPACE, Accuracy, ExperimentRow, csv_table, markdown_table
+from hcl_cli.report.sweep import EVALUATIONS, WORKSPACE, Accuracy, ExperimentRow, csv_table, markdown_table
 
 PARAMS_FILE = "params.yaml"
 LOCK_FILE = "dvc.lock"
 """What the workspace's metrics came from: the params of each stage's last run."""
+TABLE_OUTPUT = recorded_output("comparison table")
+"""``OUT.md`` and ``OUT.csv``, hcl's own only as their folder's record lists them (:mod:`~hcl_cli.artifacts.record`)."""
 METRICS = dict(zip(EVALUATIONS, ("metrics/knn.json", "metrics/linear.json")))
 TRAINING_LOG = "dvclive/pretrain/metrics.json"
 """pretrain's training log in the pipeline: its ``steps`` and ``planned_steps`` say whether --max-steps stopped the run."""
@@ -115,8 +116,8 @@ def check_out(out: str) -> None:
 def run(out: str, selection: Selection) -> None:
     """Write ``OUT.md`` and ``OUT.csv`` tabulating the finished experiments of the current commit that ``selection`` keeps."""
     check_out(out)
-    check_replaceable("--out", f"{out}.md", text_output("comparison table", TITLE))
-    check_replaceable("--out", f"{out}.csv", text_output("comparison table", re.compile("experiment,rev,baseline,.*")))
+    check_replaceable("--out", f"{out}.md", TABLE_OUTPUT)
+    check_replaceable("--out", f"{out}.csv", TABLE_OUTPUT)
     selection.check()
     entries, workspace = dvc_exp_show(), locked_params()
     every, _ = parse_experiments(entries, workspace_params=workspace)
@@ -140,8 +141,8 @@ def run(out: str, selection: Selection) -> None:
     skipped += [f"{row.name}: dataset {row.dataset}, not {dataset}" for row in rows if row.dataset != dataset]
     rows = [row for row in rows if row.dataset == dataset]
     rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
-    write_text(f"{out}.md", markdown_table(rows, skipped))
-    write_text(f"{out}.csv", csv_table(rows))
+    write_output(f"{out}.md", markdown_table(rows, skipped), TABLE_OUTPUT)
+    write_output(f"{out}.csv", csv_table(rows), TABLE_OUTPUT)
     print(f"hcl compare: {len(rows)} experiments -> {shown(out)}.md, {shown(out)}.csv")
 
 
@@ -236,7 +237,9 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
         if not isinstance(metrics, dict) or "top1" not in metrics:
             return f"no top1 in {path}"
         try:
-            checked = check_metrics(metrics, path, f"{key}-eval")  # the report's check: what it refuses is not tabulated
+            checked = evaluation_metrics(
+                metrics, path, f"{key}-eval", complete=False
+            )  # the report's check: what it refuses is not tabulated
         except HclError as error:
             return str(error)
         protocols[key] = str(checked.params.get("protocol", "-"))

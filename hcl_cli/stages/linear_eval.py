@@ -25,7 +25,7 @@ from hcl_cli.image.card import load_card
 from hcl_cli.image.encoder import check_fits_dataset, load_encoder
 from hcl_cli.image.prepared import load_split
 from hcl_cli.linear import augmented_readout, linear_readout
-from hcl_cli.metrics import METRICS_OUTPUT, EvaluationMetrics, save_metrics, topk_accuracy
+from hcl_cli.metrics import METRICS_OUTPUTS, EvaluationMetrics, save_metrics, topk_accuracy
 from hcl_cli.runtime import resolve_device, set_cpu_threads
 
 
@@ -35,7 +35,7 @@ def run(config: LinearConfig) -> None:
         print(f"hcl linear-eval: warning: {warning}", file=sys.stderr)
     inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
     check_outputs_apart(inputs, {"--out": config.out})
-    check_replaceable("--out", config.out, METRICS_OUTPUT)
+    check_replaceable("--out", config.out, METRICS_OUTPUTS["linear-eval"])
     if config.protocol == "svm":
         svm_metrics(config)
         return
@@ -43,7 +43,7 @@ def run(config: LinearConfig) -> None:
     set_cpu_threads(parse_threads(config.threads), device, CUDA_THREADS)
     scores, test_labels, details, inputs = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
     accuracy = topk_accuracy(scores, test_labels)
-    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, inputs, details))
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, inputs, details), "linear-eval")
     print(
         f"hcl linear-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
         f"({config.feature} features, {config.protocol} protocol, {config.optimizer})"
@@ -72,7 +72,7 @@ def svm_metrics(config: LinearConfig) -> None:
     )
     details = {"svm": svm_details(result)}
     accuracy = {1: result.mean, 5: result.top5}
-    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, data.scored, details))
+    save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, data.scored, details), "linear-eval")
     print(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {result.mean:.4f} +- {result.std:.4f} over "
         f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} samples ({config.feature} features)"

@@ -34,7 +34,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from hcl_cli.artifacts import check_outputs_apart, check_replaceable, prepared_sha256, tensor_output
+from hcl_cli.artifacts import check_outputs_apart, check_replaceable, log_sha256, prepared_sha256, tensor_output
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.pretrain import PretrainConfig
@@ -172,7 +172,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "world_size": context.world_size,
                 "run": run_record(device, started, steps=total_steps, planned_steps=steps_per_epoch * config.epochs),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
-                "inputs": {"prepared": prepared},
+                "inputs": {"prepared": prepared, "training_log": log_sha256(config.live_dir)},
             }
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)

@@ -39,13 +39,13 @@ from pathlib import Path
 
 from hcl_cli.artifacts import check_outputs_apart, sidecar_path
 from hcl_cli.config.report import ReportConfig
-from hcl_cli.errors import HclError, shown
+from hcl_cli.errors import InputError, shown
 from hcl_cli.image.card import CARD_FILE
 from hcl_cli.reference import load_reference, reproduction_note
 from hcl_cli.report.baselines import knn_baselines, svm_baseline, untrained_name
 from hcl_cli.report.escaping import code
-from hcl_cli.report.figures import FIGURE_FILES, hard_negative_figure, pretrain_logs, similarity_figure, training_figures
-from hcl_cli.report.inputs import METRIC_FILES, Recorded, check_one_run, read_encoder, read_metric_files, read_prepared
+from hcl_cli.report.figures import hard_negative_figure, pretrain_logs, similarity_figure, training_figures
+from hcl_cli.report.inputs import METRIC_FILES, Recorded, check_one_run, check_training_log, read_encoder, read_metric_files, read_prepared
 from hcl_cli.report.markdown import MetricRow, figure_section, metric_section, protocol_section, run_section, title_line
 from hcl_cli.report.parameters import parameter_section
 from hcl_cli.report.writer import FIGURES_FOLDER, publish, report_folder
@@ -57,9 +57,9 @@ def check_kind(option: str, path: Path, *, folder: bool) -> None:
     if not path.exists():
         return
     if folder and not path.is_dir():
-        raise HclError(f"{option} {shown(path)} is not a folder")
+        raise InputError(f"{option} {shown(path)} is not a folder")
     if not folder and not path.is_file():
-        raise HclError(f"{option} {shown(path)} is not a regular file")
+        raise InputError(f"{option} {shown(path)} is not a regular file")
 
 
 def run(config: ReportConfig) -> None:
@@ -77,11 +77,13 @@ def run(config: ReportConfig) -> None:
     for option in ("--params-file", "--embeddings", "--model", "--metrics", "--plots", "--data"):
         if inputs[option]:  # "": none given (--params-file by hand)
             check_kind(option, Path(inputs[option]), folder=option in ("--metrics", "--plots", "--data"))
-    with report_folder(out, FIGURE_FILES):
+    with report_folder(out):
         metrics = read_metric_files(metrics_folder)
         prepared = read_prepared(Path(config.data), metrics, metrics_folder) if Path(config.data).is_dir() else None
         encoder = read_encoder(Path(config.model), prepared) if Path(config.model).is_file() else None
         check_one_run(metrics, metrics_folder, prepared, encoder, Path(config.embeddings))
+        if config.plots:
+            check_training_log(encoder, Path(config.plots), pretrain_logs(Path(config.plots)))
         sources = {name: code(metrics_folder / f"{name}.json", cell=True) for name in metrics}
         recorded = {name: Recorded(metrics[name].params, sources[name]) for name in METRIC_FILES if name in metrics}
         if prepared is not None:

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from hcl_cli.config import PrepareConfig
-from hcl_cli.errors import HclError, UsageError, shown
+from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.presets import graphs as presets
 from hcl_cli.provenance import run_identity
 from hcl_cli.stages import prepare
@@ -233,7 +233,7 @@ def read_json(path: Path, default: Any) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HclError(f"{shown(path)}: not a readable JSON file ({exc})") from exc
+        raise InputError(f"{shown(path)}: not a readable JSON file ({exc})") from exc
 
 
 def save_text(path: Path, text: str) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hcl_cli.errors import HclError
+from hcl_cli.errors import InputError
 from hcl_cli.provenance import run_identity
 from hcl_cli.tables.runs import Prepared, run_one
 
@@ -54,7 +54,7 @@ def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dic
                 continue
             parameters = (methods.get("ucl") or {}).get("parameters") if name == "untrained" else row.get("parameters")
             if parameters is None:
-                raise HclError(
+                raise InputError(
                     f"{dataset}/{name}: the results file records no parameters for it (and no ucl row for the untrained encoder)"
                 )
             seed = 0 if 0 in row["seeds"] else min(row["seeds"])

@@ -9,56 +9,50 @@ killed at any moment leaves each file whole, and ``--resume`` rewrites the log f
 checkpoint: one row per epoch, never a duplicate or a lost one. (dvclive itself truncates and
 rewrites ``metrics.json`` in place and appends to the TSV files, so a kill there corrupts the
 log or duplicates a row; that is why hcl writes the files itself.) Before training, ``pretrain``
-refuses a folder whose ``metrics.json`` or curve files hcl did not write (:meth:`TrainingLog.check_replaceable`).
+refuses a folder whose ``metrics.json`` or curve files hcl has no record of writing (:meth:`TrainingLog.check_replaceable`).
 Every metric name is checked before it becomes a file name (:func:`~hcl_cli.history.check_metric_name`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
-from hcl_cli.artifacts import Output, check_replaceable, text_output, write_text
+from hcl_cli.artifacts import LOG_CURVES, LOG_SUMMARY, Output, check_replaceable, recorded_output, write_output
 from hcl_cli.history import METRIC_NAME, History, check_metric_name
 from hcl_cli.interrupts import uninterrupted
 
-METRICS_FILE = "metrics.json"
+METRICS_FILE = LOG_SUMMARY
 EXTENT_KEYS = ("steps", "planned_steps")
 """The keys of ``metrics.json`` that are not metrics: how many steps the run took and planned."""
-PLOTS_FOLDER = Path("plots") / "metrics"
+PLOTS_FOLDER = LOG_CURVES
 
 
-def _foreign_summary(path: Path) -> str | None:
-    """What ``metrics.json`` is when it is no training log's (None when it is): a training log's is an object of finite
-    numbers under metric names, ``step`` and :data:`EXTENT_KEYS` (empty before the first epoch), or an empty file (a
-    kill while an older hcl wrote it in place: nothing to lose, and a resume rebuilds the log)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        summary = json.loads(text) if text else {}
-    except (OSError, UnicodeDecodeError, ValueError):
-        return "a file hcl did not write"
-    if isinstance(summary, dict) and all(
-        (name in ("step", *EXTENT_KEYS) or METRIC_NAME.fullmatch(name))
-        and isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        for name, value in summary.items()
-    ):
-        return None
-    return "not a training log hcl wrote"
+def _record_folder(path: Path) -> Path:
+    """The folder whose record lists the log's files: ``FOLDER/plots``, which DVC caches with the curves (``metrics.json``
+    beside it is listed as ``../metrics.json``), so a log DVC restores comes back with its record."""
+    return path.parent.parent if path.suffix == ".tsv" else path.parent / PLOTS_FOLDER.parent
 
 
-SUMMARY_OUTPUT = Output("training log", _foreign_summary)
-"""The log's ``metrics.json`` as an output (:func:`~hcl_cli.artifacts.check_replaceable`)."""
+_RECORDED_SUMMARY = recorded_output("training log", _record_folder)
+SUMMARY_OUTPUT = Output(
+    _RECORDED_SUMMARY.what,
+    lambda path: None if path.stat().st_size == 0 else _RECORDED_SUMMARY.foreign(path),
+    record_in=_record_folder,
+)
+"""The log's ``metrics.json`` as an output (:func:`~hcl_cli.artifacts.check_replaceable`): the one its folder's record lists,
+or an empty file (a kill while an older hcl wrote it in place: nothing to lose, and a resume rebuilds the log)."""
+CURVE_OUTPUT = recorded_output("training curve", _record_folder)
+"""A curve of the log (``plots/metrics/NAME.tsv``) as an output."""
 
 
 class TrainingLog:
     """The training log in ``folder``; :meth:`write` replaces it with the rows of a history."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, option: str = "--live-dir") -> None:
         self.folder = Path(folder)
+        self.option = option
 
     def write(self, history: History, steps: tuple[int, int] | None = None) -> None:
         """Write ``history`` as the whole log, and remove the curves of metrics it no longer has.
@@ -74,14 +68,14 @@ class TrainingLog:
         ]
         for name in names:
             rows = [f"{row['epoch']}\t{row[name]!r}" for row in history if name in row]
-            write_text(self.folder / PLOTS_FOLDER / f"{name}.tsv", "\n".join([f"step\t{name}", *rows]) + "\n")
+            write_output(self.folder / PLOTS_FOLDER / f"{name}.tsv", "\n".join([f"step\t{name}", *rows]) + "\n", CURVE_OUTPUT, self.option)
         for stale in set(self.logged_names()) - set(names):
             (self.folder / PLOTS_FOLDER / f"{stale}.tsv").unlink(missing_ok=True)
         last = {name: value for name, value in history[-1].items() if name != "epoch"} if history else {}
         summary = {**last, "step": history[-1]["epoch"]} if history else {}
         if history and steps is not None:
             summary |= dict(zip(EXTENT_KEYS, steps))
-        write_text(self.folder / METRICS_FILE, json.dumps(summary, indent=4) + "\n")
+        write_output(self.folder / METRICS_FILE, json.dumps(summary, indent=4) + "\n", SUMMARY_OUTPUT, self.option)
 
     def check_replaceable(self, option: str) -> None:
         """Refuse, before training, a folder holding a file that :meth:`write` would replace or delete but that is not a
@@ -92,7 +86,7 @@ class TrainingLog:
         for name in sorted(os.listdir(curves)) if curves.is_dir() and not curves.is_symlink() else []:
             stem, suffix = os.path.splitext(name)
             if suffix == ".tsv" and METRIC_NAME.fullmatch(stem):
-                check_replaceable(option, curves / name, text_output("training curve", f"step\t{stem}"))
+                check_replaceable(option, curves / name, CURVE_OUTPUT)
 
     def logged_names(self) -> list[str]:
         """The metrics the log now holds, by its ``metrics.json`` (nothing when it is missing or unreadable)."""

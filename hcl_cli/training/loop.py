@@ -32,7 +32,7 @@ from tqdm import tqdm
 from hcl_cli.checkpoint import Checkpoint, CheckpointMismatch, CheckpointStore, TrainingPosition
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, derived_seed
-from hcl_cli.errors import HclError
+from hcl_cli.errors import HclError, InputError
 from hcl_cli.history import History
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.modality import Samples, Step, StepResult, StepValues
@@ -334,7 +334,7 @@ def resume_from(training: TrainingRun) -> Checkpoint | None:
             print(f"hcl pretrain: {mismatch.reason}: starting over (--restart-on-change)")
         return None
     if checkpoint is not None and not isinstance(checkpoint.loop_state.get("history"), list):
-        raise HclError(
+        raise InputError(
             f"{checkpoint.path}: the sidecar records no training 'history' (made by an older hcl): run without --resume to start over"
         )
     return checkpoint

@@ -28,7 +28,6 @@ from .harness import (
     Check,
     Result,
     Setup,
-    failure,
     hcl,
     success,
     usage,
@@ -270,46 +269,46 @@ def bound_cases() -> list[Case]:
         success(
             "the paper protocol records the encoder and the split files", *paper, check=records("l.json", "inputs", {"encoder", "prepared"})
         ),
-        failure(
+        usage(
             "embed over a prepared folder replaced since pretraining",
             *EMBED,
             setup=replaced_prepared,
             check=all_of(differ, absent("e.safetensors")),
         ),
-        failure("paper protocol on a prepared folder replaced since pretraining", *paper, setup=replaced_prepared, check=differ),
-        failure(
+        usage("paper protocol on a prepared folder replaced since pretraining", *paper, setup=replaced_prepared, check=differ),
+        usage(
             "report on a prepared folder replaced since pretraining", *REPORT, setup=replaced_prepared, check=all_of(differ, absent("r"))
         ),
         usage(
             "resume over a prepared folder replaced since pretraining", *RESUME, setup=replaced_prepared, check=says("--resume", "prepared")
         ),
-        failure(
+        usage(
             "report with graph embeddings beside a digits run",
             *REPORT_GRAPHS,
             setup=graph_embeddings,
             check=all_of(says("that --embeddings ge.safetensors was made from"), absent("r")),
         ),
-        failure(
+        usage(
             "report with another encoder's metrics",
             *REPORT,
             setup=other_run_metrics,
             check=all_of(says("is not the embeddings that metrics/knn.json was made from"), absent("r")),
         ),
-        failure(
+        usage(
             "report with metrics of other embeddings (edited record)",
             *REPORT,
             setup=edit_json("metrics/linear.json", lambda v: v.update(inputs={"embeddings": "0" * 64})),
         ),
-        failure(
+        usage(
             "knn on embeddings whose encoder trained on other data",
             *KNN,
             setup=edit_json("data/embeddings.json", lambda v: v["encoder"]["inputs"]["prepared"].update({"train.safetensors": "0" * 64})),
             check=says("is not the prepared dataset that its encoder was made from"),
         ),
-        failure(
+        usage(
             "knn on embeddings recording a malformed input", *KNN, setup=edit_json("data/embeddings.json", lambda v: v.update(inputs=[1]))
         ),
-        failure(
+        usage(
             "embed with an encoder recording a malformed input",
             *EMBED,
             setup=edit_json("models/encoder.json", lambda v: v.update(inputs={"x": 1})),

@@ -55,7 +55,7 @@ INTERNAL_ERRORS = [
         setup=graph_embeddings,
         check=says("fewer than the 21 folds"),
     ),
-    failure(
+    usage(
         "linear-eval paper with a train label of 10",
         *LINEAR[:-4],
         "--protocol",
@@ -65,7 +65,7 @@ INTERNAL_ERRORS = [
         *CPU,
         setup=relabel(f"{PREPARED}/train.safetensors", 10),
     ),
-    failure(
+    usage(
         "linear-eval paper with a train label of -5",
         *LINEAR[:-4],
         "--protocol",
@@ -98,23 +98,23 @@ LATE_FAILURES = [
         setup=write("p.yaml", "pretrain:\n  sampler: undimix\n  undimix_weights: '1e-320,0,0'\n"),
         check=says("undimix_weights"),
     ),
-    failure("card mean 1e308", *PRETRAIN, setup=card_with(mean=[1e308]), check=says("'mean'")),
-    failure("card mean below 0", *PRETRAIN, setup=card_with(mean=[-0.5]), check=says("'mean'")),
-    failure("card std 1e-320", *PRETRAIN, setup=card_with(std=[1e-320]), check=says("'std'")),
-    failure("card std 0", *PRETRAIN, setup=card_with(std=[0]), check=says("'std'")),
-    failure("card std 1e308", *PRETRAIN, setup=card_with(std=[1e308]), check=says("'std'")),
-    failure("card mean 1e308 read by embed", *EMBED, setup=card_with(mean=[1e308]), check=all_of(says("'mean'"), absent("e.safetensors"))),
-    failure(
+    usage("card mean 1e308", *PRETRAIN, setup=card_with(mean=[1e308]), check=says("'mean'")),
+    usage("card mean below 0", *PRETRAIN, setup=card_with(mean=[-0.5]), check=says("'mean'")),
+    usage("card std 1e-320", *PRETRAIN, setup=card_with(std=[1e-320]), check=says("'std'")),
+    usage("card std 0", *PRETRAIN, setup=card_with(std=[0]), check=says("'std'")),
+    usage("card std 1e308", *PRETRAIN, setup=card_with(std=[1e308]), check=says("'std'")),
+    usage("card mean 1e308 read by embed", *EMBED, setup=card_with(mean=[1e308]), check=all_of(says("'mean'"), absent("e.safetensors"))),
+    usage(
         "card classes duplicated",
         *PRETRAIN,
         setup=card_with(classes=["0", "1", "2", "3", "4", "5", "6", "7", "8", "8"]),
         check=says("distinct"),
     ),
-    failure("card classes not names", *PRETRAIN, setup=card_with(classes=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9])),
-    failure("encoder sidecar mean 1e308", *EMBED, setup=encoder_with(mean=[1e308]), check=all_of(says("'mean'"), absent("e.safetensors"))),
-    failure("encoder sidecar std 1e-320", *EMBED, setup=encoder_with(std=[1e-320]), check=all_of(says("'std'"), absent("e.safetensors"))),
-    failure("encoder sidecar std negative", *EMBED, setup=encoder_with(std=[-0.3]), check=says("'std'")),
-    failure(
+    usage("card classes not names", *PRETRAIN, setup=card_with(classes=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9])),
+    usage("encoder sidecar mean 1e308", *EMBED, setup=encoder_with(mean=[1e308]), check=all_of(says("'mean'"), absent("e.safetensors"))),
+    usage("encoder sidecar std 1e-320", *EMBED, setup=encoder_with(std=[1e-320]), check=all_of(says("'std'"), absent("e.safetensors"))),
+    usage("encoder sidecar std negative", *EMBED, setup=encoder_with(std=[-0.3]), check=says("'std'")),
+    usage(
         "encoder sidecar mean 1e308 in the paper protocol",
         *LINEAR[:-4],
         "--protocol",
@@ -124,13 +124,11 @@ LATE_FAILURES = [
         *CPU,
         setup=encoder_with(mean=[1e308]),
     ),
-    failure("encoder sidecar mean 1e308 in the report", *REPORT, setup=encoder_with(mean=[1e308]), check=says("'mean'")),
-    failure("train label 10 for scl", *SCL, setup=relabel(f"{PREPARED}/train.safetensors", 10), check=says("labels run from 0 to 10")),
-    failure("train label -1 for scl", *SCL, setup=relabel(f"{PREPARED}/train.safetensors", -1), check=says("labels run from -1")),
-    failure("test label 10 for embed", *EMBED, setup=relabel(f"{PREPARED}/test.safetensors", 10), check=absent("e.safetensors")),
-    failure(
-        "labels up to 9 on a 2-class card", *SCL, setup=card_with(classes=["0", "1"], num_classes=2), check=says("the card's 2 classes")
-    ),
+    usage("encoder sidecar mean 1e308 in the report", *REPORT, setup=encoder_with(mean=[1e308]), check=says("'mean'")),
+    usage("train label 10 for scl", *SCL, setup=relabel(f"{PREPARED}/train.safetensors", 10), check=says("labels run from 0 to 10")),
+    usage("train label -1 for scl", *SCL, setup=relabel(f"{PREPARED}/train.safetensors", -1), check=says("labels run from -1")),
+    usage("test label 10 for embed", *EMBED, setup=relabel(f"{PREPARED}/test.safetensors", 10), check=absent("e.safetensors")),
+    usage("labels up to 9 on a 2-class card", *SCL, setup=card_with(classes=["0", "1"], num_classes=2), check=says("the card's 2 classes")),
 ]
 """Values that passed validation and failed later, with wrong advice or a silent wrong result."""
 
@@ -239,7 +237,7 @@ WORDING = [
         setup=tu_folder("tu"),
         check=says("test graphs", "one graph per class"),
     ),
-    failure(
+    usage(
         "embed an embeddings file as the encoder",
         "embed",
         "--data",

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from .checks import all_of, says, unchanged
-from .harness import KNN, LINEAR, PRETRAIN, REPORT, Case, Check, Result, failure, success, usage
+from .harness import KNN, LINEAR, PRETRAIN, REPORT, Case, Check, Result, success, usage
 from .setups import both, write
 
 PARAMS = ("--params", "p.yaml")
@@ -163,7 +163,7 @@ def metrics_cases() -> list[Case]:
         "inputs a list": ({"inputs": [1]}, "'inputs' must be an object"),
     }
     return [
-        failure(
+        usage(
             f"report metrics {name}",
             *report,
             setup=write("metrics/knn.json", json.dumps(KNN_METRICS | {"bank_chunk_size": 65536} | change)),
