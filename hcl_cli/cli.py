@@ -223,25 +223,34 @@ def params(
 
 @app.command("preset", cls=HelpCommand)
 def preset(
-    name: Annotated[str | None, typer.Argument(metavar="NAME", help="The preset to write; none lists them.")] = None,
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="The preset to write; none lists them by paper and table.")] = None,
     params_file: Annotated[str, typer.Option("--params", metavar="FILE", help="The params file to write.")] = "params.yaml",
     table: Annotated[bool, typer.Option("--table", help="List the presets as a Markdown table.")] = False,
     estimate: Annotated[
         bool,
         typer.Option(
-            "--estimate/--no-estimate", help="After writing, estimate the run's time and peak memory on this machine (a few timed steps)."
+            "--estimate/--no-estimate",
+            help="Before writing, estimate the run's time and peak memory on this machine (a few timed steps).",
         ),
     ] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the values the preset would change and its cost estimate; write nothing.")
+    ] = False,
 ) -> None:
-    """List the papers' experiments (paper, table, dataset, reported top-1), or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, and say what the run would cost here."""
+    """List the papers' experiments by paper and table, or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, after saying what the run would cost here."""
     from hcl_cli import presets
 
     if name is None:
         write_stdout(presets.listing(markdown=table))
         return
-    write_stdout(presets.apply(name, Path(params_file)))
+    planned = presets.plan(name, Path(params_file))
+    write_stdout(planned.describe())
     if estimate:
         write_stdout(presets.estimate(name))
+    if dry_run:
+        write_stdout(f"dry run: {params_file} was not changed (run without --dry-run to write it)\n")
+        return
+    write_stdout(presets.writer.write(planned))
 
 
 @app.command("compare", cls=HelpCommand)

@@ -38,6 +38,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
     "bench_option_resolution": ["--repeats", "2", "--warmup", "1"],
     "bench_ot_subnormals": ["--size", "8", "--elements", "1024", "--repeats", "1"],
+    "bench_preset_estimate": ["--presets", "hcl-mutag-beta1", "--repeats", "1"],
     "bench_peer": ["--device", "cpu", "--batch-size", "8", "--limit", "20", "--steps", "1", "--warmup", "0", "--rounds", "1"]
     + ["--workers", "0", "--archive", "{cifar}", "--work", "{work}"],
     "bench_pretrain": ["--synthetic", "64", "--arch", "small_cnn", "--batch-size", "32", "--epochs", "1"]
