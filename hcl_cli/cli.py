@@ -24,7 +24,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 import typer.core
 
-from hcl_cli.config.base import StageConfig
+from hcl_cli import __version__
+from hcl_cli.config.base import DATA_DEFAULT_TEXT, PREPARED, StageConfig
 from hcl_cli.config.embed import EmbedConfig
 from hcl_cli.config.knn import KnnConfig
 from hcl_cli.config.linear import LinearConfig
@@ -105,8 +106,20 @@ app = typer.Typer(
 DEBUG_HELP = "Show the traceback of an error (any internal error included); accepted anywhere on the command line."
 
 
+def print_version(given: bool) -> None:
+    """``hcl --version``: the package's version, then exit."""
+    if given:
+        write_stdout(f"hcl {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def hcl(debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False) -> None:
+def hcl(
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    version: Annotated[
+        bool, typer.Option("--version", help="Print hcl's version and exit.", callback=print_version, is_eager=True)
+    ] = False,
+) -> None:
     """Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages."""
 
 
@@ -200,7 +213,11 @@ def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
     choices = ("true", "false") if valued else option.choices
     metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else NUMBER_METAVARS.get(option.type)
     typer_option = typer.Option(
-        option.flag, help=option.described_help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
+        option.flag,
+        help=option.described_help,
+        metavar=metavar,
+        rich_help_panel="Runtime options" if option.runtime else "Parameters",
+        show_default=DATA_DEFAULT_TEXT if option.name == "data" and option.default == PREPARED else True,
     )
     annotation = Annotated[str if valued or option.type in NUMBER_METAVARS else option.type, typer_option]
     default = str(option.default).lower() if valued else option.default

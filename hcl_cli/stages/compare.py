@@ -140,8 +140,10 @@ def run(out: str, selection: Selection) -> None:
     skipped += [f"{row.name}: dataset {row.dataset}, not {dataset}" for row in rows if row.dataset != dataset]
     rows = [row for row in rows if row.dataset == dataset]
     rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
-    write_text(f"{out}.md", markdown_table(rows, skipped))
+    table = markdown_table(rows, skipped)
+    write_text(f"{out}.md", table)
     write_text(f"{out}.csv", csv_table(rows))
+    print(table.rstrip("\n") + "\n")  # on the terminal too, as it was written
     print(f"hcl compare: {len(rows)} experiments -> {shown(out)}.md, {shown(out)}.csv")
 
 

@@ -1,0 +1,33 @@
+"""Small things a new user meets in the first hour (issue 39 item 7): ``hcl --version``, the ``--data`` default that
+``--help`` shows, and skip reasons that say what to install rather than where another checkout keeps its files."""
+
+from __future__ import annotations
+
+import pytest
+import test_benchmarks
+import test_peer_citations
+
+from hcl_cli import __version__
+from hcl_cli.cli import main
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    return exited.value.code, " ".join(capsys.readouterr().out.split())
+
+
+def test_hcl_version_prints_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["--version"], capsys) == (0, f"hcl {__version__}")
+
+
+@pytest.mark.parametrize("command", ["pretrain", "embed", "linear-eval", "report"])
+def test_the_data_default_in_help_names_the_pipelines_fallback(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run([command, "--help"], capsys)
+    assert code == 0 and "[default: (runs/prepared if a hand hcl prepare made it, else data/prepared)]" in out
+
+
+def test_skip_reasons_say_what_is_missing_not_where_another_checkout_keeps_it() -> None:
+    (mark,) = [mark for mark in test_peer_citations.test_every_peer_citation_in_hcl_cli_holds_the_code_it_names.pytestmark]
+    assert "shared" not in mark.kwargs["reason"] and "official HCL graph code" in mark.kwargs["reason"]
+    assert "pip install -e '.[test,bench]'" in test_benchmarks.NEEDS_REASON
