@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import test_benchmarks
 import test_peer_citations
@@ -31,3 +33,19 @@ def test_skip_reasons_say_what_is_missing_not_where_another_checkout_keeps_it() 
     (mark,) = [mark for mark in test_peer_citations.test_every_peer_citation_in_hcl_cli_holds_the_code_it_names.pytestmark]
     assert "shared" not in mark.kwargs["reason"] and "official HCL graph code" in mark.kwargs["reason"]
     assert "pip install -e '.[test,bench]'" in test_benchmarks.NEEDS_REASON
+
+
+def test_a_failed_cifar_download_leaves_no_empty_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torchvision.datasets
+
+    class Offline(torchvision.datasets.CIFAR10):
+        def __init__(self, root: str, **arguments: object) -> None:
+            Path(root).mkdir(parents=True, exist_ok=True)  # as torchvision's download does before it fails
+            raise RuntimeError("<urlopen error [Errno -2] Name or service not known>")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", Offline)
+    monkeypatch.chdir(tmp_path)
+    code, _ = run(["prepare", "--dataset", "cifar10", "--path", "data/raw/cifar", "--out", "prepared"], capsys)
+    assert code == 1 and sorted(tmp_path.iterdir()) == [], "no data/raw/cifar (nor data/raw, data) left behind"
