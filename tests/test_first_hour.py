@@ -49,3 +49,24 @@ def test_a_failed_cifar_download_leaves_no_empty_folder(
     monkeypatch.chdir(tmp_path)
     code, _ = run(["prepare", "--dataset", "cifar10", "--path", "data/raw/cifar", "--out", "prepared"], capsys)
     assert code == 1 and sorted(tmp_path.iterdir()) == [], "no data/raw/cifar (nor data/raw, data) left behind"
+
+
+def test_the_svm_folds_line_names_the_command_that_runs_them(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``hcl report`` reads the untrained encoder out by the SVM protocol after linear-eval wrote its metrics: its fold
+    lines say ``hcl report``, so they are not taken for linear-eval's, printed after its ``wrote`` line."""
+    import numpy as np
+
+    import hcl_cli.progress
+    import hcl_cli.report.baselines
+    from hcl_cli.graph.svm import svm_protocol
+
+    monkeypatch.setattr(hcl_cli.progress, "PLAIN_SECONDS", 0.0)
+    monkeypatch.setattr(hcl_cli.progress.sys.stderr, "isatty", lambda: False)
+    rng = np.random.default_rng(0)
+    labels = np.arange(40) % 2
+    embeddings = rng.normal(size=(40, 4)) + labels[:, None]
+    svm_protocol(embeddings, labels, folds=3, inner_folds=2, c_grid=(1.0,), progress_as=("hcl report", "SVM folds (baseline)"))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith("hcl report: SVM folds (baseline): ") for line in lines)
+    source = Path(hcl_cli.report.baselines.__file__).read_text()
+    assert 'progress_as=("hcl report", ' in source
