@@ -80,6 +80,7 @@ def run_block(clone: Path, language: str, code: str, env: dict[str, str]) -> Non
     assert result.returncode == 0, (
         f"README block failed (exit {result.returncode}):\n{code}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
+    assert "No file hash info found" not in result.stdout + result.stderr, f"DVC warned of outputs without a hash:\n{code}"
 
 
 def test_the_readme_marks_the_quick_start_the_sweep_the_graph_run_and_the_loss_example() -> None:
@@ -88,6 +89,10 @@ def test_the_readme_marks_the_quick_start_the_sweep_the_graph_run_and_the_loss_e
     assert "dvc repro && cat reports/report.md" in blocks[0][1], "the quick start comes first"
     for needed in ("hcl compare --sampler hucl", "hcl prepare --dataset tu", "contrastive_loss("):
         assert any(needed in code for _, code in blocks), needed
+    (sweep,) = [code for _, code in blocks if "dvc exp run --queue" in code]
+    assert sweep.index("git add dvc.lock && git commit") < sweep.index("dvc exp run --queue"), (
+        "a queued experiment starts from the last commit: without the run's dvc.lock DVC warns for every output"
+    )
 
 
 @pytest.mark.slow
