@@ -24,7 +24,6 @@ from typing import Annotated, Any, NoReturn
 import typer
 import typer.core
 
-from hcl_cli import __version__
 from hcl_cli.config.base import DATA_DEFAULT_TEXT, PREPARED, StageConfig
 from hcl_cli.config.embed import EmbedConfig
 from hcl_cli.config.knn import KnnConfig
@@ -108,18 +107,18 @@ DEBUG_HELP = "Show the traceback of an error (any internal error included); acce
 
 def print_version(given: bool) -> None:
     """``hcl --version``: the package's version, then exit."""
+    from hcl_cli import __version__
+
     if given:
         write_stdout(f"hcl {__version__}\n")
         raise typer.Exit()
 
 
+VERSION = typer.Option("--version", help="Print hcl's version and exit.", callback=print_version, is_eager=True)
+
+
 @app.callback()
-def hcl(
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
-    version: Annotated[
-        bool, typer.Option("--version", help="Print hcl's version and exit.", callback=print_version, is_eager=True)
-    ] = False,
-) -> None:
+def hcl(debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False, version: Annotated[bool, VERSION] = False) -> None:
     """Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages."""
 
 
@@ -238,36 +237,24 @@ def params(
     write_stdout(sampler_options_markdown() if table else default_params_yaml())
 
 
+ESTIMATE_HELP = "Before writing, estimate the run's time and peak memory on this machine (a few timed steps)."
+
+
 @app.command("preset", cls=HelpCommand)
 def preset(
     name: Annotated[str | None, typer.Argument(metavar="NAME", help="The preset to write; none lists them by paper and table.")] = None,
     params_file: Annotated[str, typer.Option("--params", metavar="FILE", help="The params file to write.")] = "params.yaml",
     table: Annotated[bool, typer.Option("--table", help="List the presets as a Markdown table.")] = False,
-    estimate: Annotated[
-        bool,
-        typer.Option(
-            "--estimate/--no-estimate",
-            help="Before writing, estimate the run's time and peak memory on this machine (a few timed steps).",
-        ),
-    ] = True,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the values the preset would change and its cost estimate; write nothing.")
-    ] = False,
+    estimate: Annotated[bool, typer.Option("--estimate/--no-estimate", help=ESTIMATE_HELP)] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what the preset would change and cost; write nothing.")] = False,
 ) -> None:
     """List the papers' experiments by paper and table, or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, after saying what the run would cost here."""
     from hcl_cli import presets
 
     if name is None:
         write_stdout(presets.listing(markdown=table))
-        return
-    planned = presets.plan(name, Path(params_file))
-    write_stdout(planned.describe())
-    if estimate:
-        write_stdout(presets.estimate(name))
-    if dry_run:
-        write_stdout(f"dry run: {params_file} was not changed (run without --dry-run to write it)\n")
-        return
-    write_stdout(presets.writer.write(planned))
+    else:
+        presets.look_then_write(name, Path(params_file), say=write_stdout, estimated=estimate, dry_run=dry_run)
 
 
 @app.command("compare", cls=HelpCommand)

@@ -20,6 +20,7 @@ before writing.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 
 from hcl_cli.errors import UsageError
@@ -41,6 +42,7 @@ __all__ = [
     "apply",
     "estimate",
     "listing",
+    "look_then_write",
     "lookup",
     "plan",
     "rows",
@@ -94,6 +96,19 @@ def plan(name: str, path: Path) -> writer.Plan:
 def apply(name: str, path: Path) -> str:
     """Write preset ``name`` into the params file ``path`` (the defaults when it is missing); return the report to print."""
     return writer.apply(lookup(name), path)
+
+
+def look_then_write(name: str, path: Path, *, say: Callable[[str], None], estimated: bool, dry_run: bool) -> None:
+    """``hcl preset NAME``: ``say`` the values it changes and (``estimated``) the run's cost, then write the params file
+    unless ``dry_run``; a stop signal before the write leaves the file as it was."""
+    planned = plan(name, path)
+    say(planned.describe())
+    if estimated:
+        say(estimate(name))
+    if dry_run:
+        say(f"dry run: {path} was not changed (run without --dry-run to write it)\n")
+        return
+    say(writer.write(planned))
 
 
 def estimate(name: str) -> str:
