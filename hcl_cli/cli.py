@@ -230,7 +230,7 @@ for _config_cls in STAGE_CONFIGS:
 @app.command("params", cls=HelpCommand)
 def params(
     table: Annotated[
-        bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as the README has it).")
+        bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as docs/samplers.md has it).")
     ] = False,
 ) -> None:
     """Print the default params.yaml: every stage's group, each key at its declared default (`hcl params > params.yaml` restores it)."""
