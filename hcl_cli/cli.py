@@ -27,7 +27,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 import typer.core
 
-from hcl_cli.config.base import StageConfig
+from hcl_cli.config.base import DATA_DEFAULT_TEXT, PREPARED, StageConfig
 from hcl_cli.config.embed import EmbedConfig
 from hcl_cli.config.knn import KnnConfig
 from hcl_cli.config.linear import LinearConfig
@@ -108,8 +108,20 @@ app = typer.Typer(
 DEBUG_HELP = "Show the traceback of an error (any internal error included); accepted anywhere on the command line."
 
 
+def print_version(given: bool) -> None:
+    """``hcl --version``: the package's version, then exit."""
+    from hcl_cli import __version__
+
+    if given:
+        write_stdout(f"hcl {__version__}\n")
+        raise typer.Exit()
+
+
+VERSION = typer.Option("--version", help="Print hcl's version and exit.", callback=print_version, is_eager=True)
+
+
 @app.callback()
-def hcl(debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False) -> None:
+def hcl(debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False, version: Annotated[bool, VERSION] = False) -> None:
     """Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages."""
 
 
@@ -203,7 +215,11 @@ def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
     choices = ("true", "false") if valued else option.choices
     metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else NUMBER_METAVARS.get(option.type)
     typer_option = typer.Option(
-        option.flag, help=option.described_help, metavar=metavar, rich_help_panel="Runtime options" if option.runtime else "Parameters"
+        option.flag,
+        help=option.described_help,
+        metavar=metavar,
+        rich_help_panel="Runtime options" if option.runtime else "Parameters",
+        show_default=DATA_DEFAULT_TEXT if option.name == "data" and option.default == PREPARED else True,
     )
     annotation = Annotated[str if valued or option.type in NUMBER_METAVARS else option.type, typer_option]
     default = str(option.default).lower() if valued else option.default
@@ -217,34 +233,31 @@ for _config_cls in STAGE_CONFIGS:
 @app.command("params", cls=HelpCommand)
 def params(
     table: Annotated[
-        bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as the README has it).")
+        bool, typer.Option("--table", help="Print the Markdown table of the loss and sampler options instead (as docs/samplers.md has it).")
     ] = False,
 ) -> None:
     """Print the default params.yaml: every stage's group, each key at its declared default (`hcl params > params.yaml` restores it)."""
     write_stdout(sampler_options_markdown() if table else default_params_yaml())
 
 
+ESTIMATE_HELP = "Before writing, estimate the run's time and peak memory on this machine (a few timed steps)."
+
+
 @app.command("preset", cls=HelpCommand)
 def preset(
-    name: Annotated[str | None, typer.Argument(metavar="NAME", help="The preset to write; none lists them.")] = None,
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="The preset to write; none lists them by paper and table.")] = None,
     params_file: Annotated[str, typer.Option("--params", metavar="FILE", help="The params file to write.")] = "params.yaml",
     table: Annotated[bool, typer.Option("--table", help="List the presets as a Markdown table.")] = False,
-    estimate: Annotated[
-        bool,
-        typer.Option(
-            "--estimate/--no-estimate", help="After writing, estimate the run's time and peak memory on this machine (a few timed steps)."
-        ),
-    ] = True,
+    estimate: Annotated[bool, typer.Option("--estimate/--no-estimate", help=ESTIMATE_HELP)] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what the preset would change and cost; write nothing.")] = False,
 ) -> None:
-    """List the papers' experiments (paper, table, dataset, reported top-1), or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, and say what the run would cost here."""
+    """List the papers' experiments by paper and table, or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, after saying what the run would cost here."""
     from hcl_cli import presets
 
     if name is None:
         write_stdout(presets.listing(markdown=table))
-        return
-    write_stdout(presets.apply(name, Path(params_file)))
-    if estimate:
-        write_stdout(presets.estimate(name))
+    else:
+        presets.look_then_write(name, Path(params_file), say=write_stdout, estimated=estimate, dry_run=dry_run)
 
 
 @app.command("compare", cls=HelpCommand)

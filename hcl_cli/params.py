@@ -57,7 +57,7 @@ def stage_params(path: Path, config_cls: type[StageConfig]) -> dict[str, Any]:
 
 
 def sampler_options_markdown() -> str:
-    """The README's table of the loss and sampler options: flag, default, the samplers that read it, meaning."""
+    """The docs' table of the loss and sampler options (docs/samplers.md): flag, default, the samplers that read it, meaning."""
     rows = ["| option (`hcl pretrain --...`, `pretrain.*`) | default | used by | meaning |", "| --- | --- | --- | --- |"]
     for option in sampler_options():
         choices = f" One of {', '.join(f'`{choice}`' for choice in option.choices)}." if option.choices else ""

@@ -39,6 +39,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
     "bench_option_resolution": ["--repeats", "2", "--warmup", "1"],
     "bench_ot_subnormals": ["--size", "8", "--elements", "1024", "--repeats", "1"],
+    "bench_preset_estimate": ["--presets", "hcl-mutag-beta1", "--repeats", "1"],
     "bench_peer": ["--device", "cpu", "--batch-size", "8", "--limit", "20", "--steps", "1", "--warmup", "0", "--rounds", "1"]
     + ["--workers", "0", "--archive", "{cifar}", "--work", "{work}"],
     "bench_pretrain": ["--synthetic", "64", "--arch", "small_cnn", "--batch-size", "32", "--epochs", "1"]
@@ -65,6 +66,8 @@ SLOW = {"bench_cpu_precision", "bench_gin", "bench_help", "bench_knn_memory"}
 """Smallest modes of several seconds: interpreters started for their start-up time or memory, a ResNet-18 step."""
 NEEDS = {"bench_peer": "lightly"}
 """A benchmark's peer library that only the ``bench`` extra installs (pyproject.toml): without it the benchmark is skipped."""
+NEEDS_REASON = "{library} is a peer that only the bench extra installs: pip install -e '.[test,bench]' -c constraints.txt"
+"""Why such a benchmark is skipped after the README's test install (lightly is heavy: PyTorch Lightning, Hydra)."""
 NOT_BENCHMARKS = {"__init__", "common"}
 """Modules of benchmarks/ that are no script to run: the package and the shared helpers."""
 
@@ -104,7 +107,7 @@ def cifar_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_main(module_name: str, argv: list[str]) -> None:
     """``python -m benchmarks.MODULE ARGV`` in this process."""
     if module_name in NEEDS:
-        pytest.importorskip(NEEDS[module_name])
+        pytest.importorskip(NEEDS[module_name], reason=NEEDS_REASON.format(library=NEEDS[module_name]))
     module = importlib.import_module(f"benchmarks.{module_name}")
     saved = sys.argv
     sys.argv = [f"benchmarks/{module_name}.py", *argv]

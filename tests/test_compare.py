@@ -317,3 +317,11 @@ def test_a_name_pattern_that_matches_nothing_says_so_and_lists_the_names(stale_s
     ) as error:
         compare.run("compare", compare.Selection(name="exp-*"))
     assert "dvc exp run` first" not in str(error.value) and not (stale_sweep / "compare.md").exists()
+
+
+def test_the_table_is_printed_on_the_terminal_as_it_is_written(stale_sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    compare.run("compare", compare.Selection())
+    out = capsys.readouterr().out
+    table = (stale_sweep / "compare.md").read_text()
+    assert out.startswith(table.rstrip("\n") + "\n") and "| owing-cors | MUTAG | svm | hucl" in out
+    assert out.splitlines()[-1] == "hcl compare: 2 experiments -> compare.md, compare.csv"

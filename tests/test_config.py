@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import copy_pipeline
+from docs_pages import page
 
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, PretrainConfig
@@ -107,12 +108,12 @@ def test_params_yaml_is_what_hcl_params_writes() -> None:
     assert (ROOT / "params.yaml").read_text() == default_params_yaml()
 
 
-def test_the_readmes_option_table_is_what_hcl_params_table_writes() -> None:
-    assert sampler_options_markdown() in (ROOT / "README.md").read_text()
+def test_the_docs_option_table_is_what_hcl_params_table_writes() -> None:
+    assert sampler_options_markdown() in page("samplers")
 
 
-def test_the_readmes_preset_table_is_what_hcl_preset_table_writes() -> None:
-    assert run_hcl(["preset", "--table"], ROOT).stdout in (ROOT / "README.md").read_text()
+def test_the_docs_preset_table_is_what_hcl_preset_table_writes() -> None:
+    assert run_hcl(["preset", "--table"], ROOT).stdout in page("presets")
 
 
 @pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
@@ -232,8 +233,8 @@ def test_loss_options_follow_the_samplers_schedule() -> None:
 
 
 def readme_block(first_line: str) -> str:
-    """The README's Python code block whose first line is ``first_line``."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)
+    """The Python code block of the docs' samplers page whose first line is ``first_line``."""
+    blocks = re.findall(r"```python\n(.*?)```", page("samplers"), flags=re.DOTALL)
     (block,) = [block for block in blocks if block.startswith(first_line)]
     return block
 

@@ -66,3 +66,30 @@ def test_the_captions_say_graphs_and_the_similarity_figure_uses_every_distinct_p
     assert "every distinct pair of the 10 test graphs" in report
     counts = re.search(r"every distinct pair of the 10 test graphs, (\d+) with the same label and (\d+) with different labels", report)
     assert counts is not None and int(counts[1]) + int(counts[2]) == 10 * 9 // 2
+
+
+def test_two_classes_get_no_top5_and_a_run_that_misses_a_baseline_says_so(report: str) -> None:
+    """Issue 39 item 6: on a 2-class dataset top-5 is 1 by construction, so it is not shown; a trained encoder that does
+    not beat a baseline beyond the spread gets a sentence naming each one it misses (two epochs on 40 toy graphs)."""
+    assert "| Top-5 |" not in report and "top-5 is not shown: with 2 classes it is 1 by construction" in report
+    table = [line for line in report.splitlines() if line.startswith("| SVM")]
+    assert all(line.count("|") == 8 for line in table), "seven cells: no top-5 ones"
+    trained, untrained = (float(line.split("|")[5]) for line in table)
+    if trained - untrained < 0.2:  # within the fold spread or below
+        assert "**The trained encoder does not beat every baseline**" in report
+        assert f"SVM top-1 {trained:.4f} is " in report and f"untrained gin (seed 0)'s {untrained:.4f}" in report
+
+
+def test_the_verdict_names_only_the_baselines_the_encoder_misses() -> None:
+    from hcl_cli.metrics import EvaluationMetrics
+    from hcl_cli.report.markdown import MetricRow, baseline_verdict
+
+    def row(evaluation: str, encoder: str, top1: float) -> MetricRow:
+        return MetricRow(evaluation, encoder, EvaluationMetrics(top1=top1, top5=1.0, test_size=1000, params={"feature": "backbone"}), "")
+
+    beaten = [row("kNN", "trained", 0.90), row("kNN (baseline)", "untrained gin (seed 0)", 0.60)]
+    assert baseline_verdict(beaten) == ""
+    missed = [*beaten, row("kNN (baseline)", "none: summed node features", 0.91)]
+    assert baseline_verdict(missed).endswith("kNN top-1 0.9000 is below none: summed node features's 0.9100.")
+    close = [row("kNN", "trained", 0.90), row("kNN (baseline)", "untrained gin (seed 0)", 0.895)]
+    assert "is within the spread of untrained gin (seed 0)'s 0.8950" in baseline_verdict(close)

@@ -94,7 +94,7 @@ def test_the_citation_form_reads_lines_and_code() -> None:
 
 
 @pytest.mark.skipif(
-    not PEER.is_dir(), reason=f"the official HCL graph code is not here ({PEER}; a clone of the repository lacks ../shared)"
+    not PEER.is_dir(), reason="needs the official HCL graph code (HCL's repository, its graph/ folder), which a clone of hcl does not hold"
 )
 def test_every_peer_citation_in_hcl_cli_holds_the_code_it_names() -> None:
     citations, problems = [], []

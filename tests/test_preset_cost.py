@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +22,7 @@ from hcl_cli.presets.cost import RunCost
 from hcl_cli.training.memory import MemoryEstimate
 
 GIB = 2**30
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -48,7 +54,7 @@ def test_hcl_preset_prints_the_time_and_the_peak_memory_on_this_device(
     ), out
     peak = re.search(r"^memory: about ([\d.]+) GiB at its peak \(the training set and the model ([\d.]+) GiB", out, re.M)
     assert peak and float(peak.group(1)) >= float(peak.group(2)) >= 0.1, "the 50,000 uint8 training images alone are 0.14 GiB"
-    assert "then: dvc repro" in out.split("cost on this machine")[0], "the estimate comes after the preset is written"
+    assert "hcl preset: wrote" in out.split("cost on this machine")[1], "the estimate comes before the preset is written"
 
 
 def test_no_estimate_writes_the_preset_alone(tiny_preset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,7 +64,7 @@ def test_no_estimate_writes_the_preset_alone(tiny_preset: str, tmp_path: Path, c
 
 def test_a_graph_preset_says_why_it_is_not_estimated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = preset_output(["hcl-mutag-beta1", "--params", str(tmp_path / "params.yaml")], capsys)
-    assert out.endswith("cost: not estimated for graphs (it depends on the graphs); hcl pretrain estimates its time after its first step\n")
+    assert "\ncost: not estimated for graphs (it depends on the graphs); hcl pretrain estimates its time after its first step\n" in out
 
 
 def run_cost(seconds_per_step: float, available: float | None, memory: MemoryEstimate | None) -> RunCost:
@@ -81,3 +87,58 @@ def test_a_short_run_that_fits_has_two_lines_and_an_unmeasurable_memory_says_why
     memory = MemoryEstimate(optimizer=GIB // 4, linear=0.001 * GIB, quadratic=0.0)
     assert len(run_cost(0.01, 64 * GIB, memory).describe().splitlines()) == 2
     assert run_cost(0.01, None, None).describe().splitlines()[1].startswith("memory: not estimated (the loss takes gradients itself")
+
+
+def test_dry_run_prints_the_changes_and_the_cost_and_leaves_the_params_file_byte_identical(
+    tiny_preset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    before = params.read_bytes()
+    out = preset_output([tiny_preset, "--dry-run", "--params", str(params)], capsys)
+    assert params.read_bytes() == before and sorted(path.name for path in tmp_path.iterdir()) == ["params.yaml"]
+    assert re.search(rf"^hcl preset: {tiny_preset} \(.*\) changes \d+ value\(s\) in ", out, re.M), out
+    assert "  prepare.dataset: digits -> cifar100" in out
+    assert "cost on this machine" in out and "memory: about" in out and "wrote" not in out
+    assert out.endswith(f"dry run: {params} was not changed (run without --dry-run to write it)\n")
+
+
+def test_the_cost_is_shown_before_the_params_file_changes(
+    tiny_preset: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    before = params.read_bytes()
+    seen: list[bytes] = []
+
+    def estimate(name: str) -> str:
+        seen.append(params.read_bytes())
+        return "cost on this machine: (measured)\n"
+
+    monkeypatch.setattr(hcl_cli.presets, "estimate", estimate)
+    out = preset_output([tiny_preset, "--params", str(params)], capsys)
+    assert seen == [before], "params.yaml is unchanged while the cost is estimated"
+    assert params.read_bytes() != before and out.index("cost on this machine") < out.index(f"hcl preset: wrote {tiny_preset} into")
+
+
+def test_an_interrupted_estimate_leaves_the_params_file_as_it_was(tmp_path: Path) -> None:
+    """Issue 41 item 5: SIGTERM, SIGHUP or Ctrl-C during the estimate stop the preset before it writes anything."""
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    before = params.read_bytes()
+    for signum, delay in ((signal.SIGTERM, 0.2), (signal.SIGHUP, 1.4), (signal.SIGINT, 3.0)):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hcl_cli", "preset", "hscl-cifar10-hscl-beta", "--params", str(params)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)],
+        )
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert first.startswith("hcl preset: hscl-cifar10-hscl-beta "), first
+        time.sleep(delay)  # into the estimate: importing torch (where a signal once broke numpy's import), or its steps
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 128 + signum and len(err.strip().splitlines()) == 1, (signum, err)
+        assert params.read_bytes() == before, f"{signum.name} during the estimate changed params.yaml"

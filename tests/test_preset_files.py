@@ -32,12 +32,14 @@ def expected_params(text: str) -> dict[str, object]:
     return before | {group: (before.get(group) or {}) | values for group, values in PRESETS[PRESET].groups().items()}
 
 
-def assert_refused(path: Path, capsys: pytest.CaptureFixture[str], code: int, message: str) -> None:
-    """The preset is refused with exit ``code`` and one line containing ``message``; nothing else appears beside the file."""
+def assert_refused(path: Path, capsys: pytest.CaptureFixture[str], code: int, message: str, *, planned: bool = False) -> None:
+    """The preset is refused with exit ``code`` and one line containing ``message``; nothing else appears beside the file.
+    ``planned``: the refusal comes at the write, after the planned changes were printed."""
     siblings = sorted(os.listdir(path.parent))
     before = path.read_bytes() if path.is_file() else None
     exit_code, out, err = hcl_preset(path, capsys)
-    assert (exit_code, out) == (code, "") and len(err.strip().splitlines()) == 1 and message in err, err
+    assert exit_code == code and (out.startswith(f"hcl preset: {PRESET} ") if planned else out == "")
+    assert len(err.strip().splitlines()) == 1 and message in err, err
     assert "internal error" not in err and "Traceback" not in err
     assert sorted(os.listdir(path.parent)) == siblings, "no temporary file is left behind"
     if before is not None:
@@ -90,7 +92,7 @@ def test_a_four_space_file_keeps_its_indentation_for_new_keys(tmp_path: Path, ca
     path.write_text(text)
     code, out, _ = hcl_preset(path, capsys)
     written = path.read_text()
-    assert code == 0 and out.startswith(f"hcl preset: wrote {PRESET} ")
+    assert code == 0 and out.startswith(f"hcl preset: {PRESET} ") and f"hcl preset: wrote {PRESET} into" in out
     assert yaml.safe_load(written) == expected_params(text)
     body = [line for line in written.splitlines() if line.startswith(" ")]
     assert body and all(line.startswith("    ") and not line.startswith("     ") for line in body), written
@@ -115,7 +117,7 @@ def test_a_symlinked_params_file_writes_its_target_and_keeps_the_link(tmp_path: 
     link.symlink_to(Path("shared") / "params.yaml")
     text = target.read_text()
     code, out, _ = hcl_preset(link, capsys)
-    assert code == 0 and f"into {link} (-> {target})" in out.splitlines()[0]
+    assert code == 0 and f"in {link} (-> {target})" in out.splitlines()[0] and f"wrote {PRESET} into {link} (-> {target})" in out
     assert link.is_symlink() and os.readlink(link) == str(Path("shared") / "params.yaml")
     assert yaml.safe_load(target.read_text()) == expected_params(text)
     assert stat.S_IMODE(target.stat().st_mode) == 0o640 and sorted(os.listdir(target.parent)) == ["params.yaml"]
@@ -152,4 +154,4 @@ def test_a_failed_write_leaves_the_file_and_no_temporary(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", disk_full)
-    assert_refused(path, capsys, 1, "No space left on device; nothing written")
+    assert_refused(path, capsys, 1, "No space left on device; nothing written", planned=True)

@@ -21,10 +21,10 @@ Sources, as published:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_pages import page
 
 from hcl_cli.presets import GRAPH_PRESETS, PRESETS
 
@@ -194,8 +194,8 @@ def test_the_notes_name_what_the_code_does_beyond_the_paper() -> None:
         assert "Un-Mix" in PRESETS[name].note
 
 
-def test_the_readme_deviations_table_names_what_the_presets_run_differently() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_docs_deviations_table_names_what_the_presets_run_differently() -> None:
+    readme = page("deviations")
     table = readme[readme.index("| what | the paper or its code | `hcl` | why |") :].split("\n\n")[0]
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in table.splitlines()[2:]}
     assert "(0.4914, 0.4822, 0.4465)" in rows["input normalisation"] and "(0.2023, 0.1994, 0.2010)" in rows["input normalisation"]

@@ -113,10 +113,10 @@ def test_hcl_preset_lists_every_preset_with_its_paper_number(capsys: pytest.Capt
     code, out, _ = hcl(["preset"], capsys)
     assert code == 0
     for preset in PRESETS.values():
-        (line,) = [line for line in out.splitlines() if line.startswith(preset.name + " ")]
-        assert re.split(r"\s{2,}", line)[1:5] == [
-            preset.paper,
-            preset.where,
+        (line,) = [line for line in out.splitlines() if line.startswith(f"  {preset.name} ")]
+        heading = out[: out.index(line)].rsplit("\n\n", 1)[1].splitlines()[0]
+        assert heading == f"{preset.paper}, {preset.where}:"
+        assert re.split(r"\s{2,}", line.strip())[1:3] == [
             preset.dataset,
             preset.top1 + (f" ({preset.reported})" if preset.reported else ""),
         ]
@@ -132,13 +132,26 @@ def test_hcl_preset_does_not_import_torch() -> None:
     assert result.stderr.strip().splitlines()[-1] == "False"
 
 
-def test_an_unknown_preset_is_a_one_line_usage_error_naming_the_presets(params_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_preset_is_a_one_line_usage_error_naming_the_three_nearest(
+    params_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = params_file.read_text()
-    code, _, err = hcl(["preset", "hcl-stl10-hard", "--no-estimate", "--params", str(params_file)], capsys)
+    code, _, err = hcl(["preset", "hscl-cifar10-hscl-bta", "--no-estimate", "--params", str(params_file)], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert err.startswith("hcl preset: error: unknown preset 'hcl-stl10-hard'; the presets are: hcl-stl10-simclr, ")
-    assert all(name in err for name in PRESETS)
+    assert err.startswith("hcl preset: error: unknown preset 'hscl-cifar10-hscl-bta'; the nearest are hscl-cifar10-hscl-beta, ")
+    assert err.count("hscl-cifar") == 4 and f"(hcl preset lists all {len(PRESETS)})" in err, "three names, not all of them"
     assert params_file.read_text() == before
+
+
+def test_the_listing_groups_the_presets_by_paper_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = hcl(["preset"], capsys)
+    assert code == 0
+    headings = [line for line in out.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert "H-SCL, Table I:" in headings and "UnDiMix, Table 2:" in headings and "HCL, Fig. 3, Sec. 5.2:" in headings
+    assert len(headings) == len(set(headings)), "each paper and table once"
+    section = out.split("H-SCL, Table I:\n")[1].split("\n\n")[0].splitlines()
+    assert len(section) == 20 and all(line.startswith("  hscl-") for line in section)
+    assert all(f"  {name} " in out for name in PRESETS)
 
 
 def test_a_preset_writes_its_groups_and_nothing_else(
@@ -202,7 +215,7 @@ def test_a_second_application_changes_nothing(params_file: Path, capsys: pytest.
     hcl(["preset", "undimix-cifar100", "--no-estimate", "--params", str(params_file)], capsys)
     first = params_file.read_text()
     code, out, _ = hcl(["preset", "undimix-cifar100", "--no-estimate", "--params", str(params_file)], capsys)
-    assert code == 0 and ": 0 value(s) changed" in out.splitlines()[0] and params_file.read_text() == first
+    assert code == 0 and "changes 0 value(s)" in out.splitlines()[0] and params_file.read_text() == first
 
 
 def test_missing_groups_and_keys_are_added_and_a_flow_group_becomes_a_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,14 +1,15 @@
-"""The README's code blocks that say they run offline do, in order, in a fresh clone; the quick start leaves one new file.
+"""The documentation's code blocks that say they run offline do, in order, in a fresh clone; the quick start leaves one new file.
 
 A block marked ``<!-- offline -->`` on the line before it runs as written (bash, or Python for a
 ``python`` block) in a clone of this working tree: the files a commit of it would hold (tracked
 and untracked, less what is deleted or what git ignores), committed in a new repository, with the
-clone's ``hcl_cli`` first on ``PYTHONPATH``. Two stand-ins, no more: ``pip`` is a no-op (the
-environment is installed already), and the TU archive that the README fetches from the network is
-a synthetic one in the same layout (``tu/MUTAG/MUTAG_A.txt``, ...; 188 graphs, as MUTAG has),
-written to ``data/raw/tu.tar.gz`` before the first block that reads it. After the quick start's
-block, ``git status --porcelain`` lists ``dvc.lock`` alone, as the README's Quick start says.
-Minutes: the quick start, a hand run, one experiment and a sweep of three on digits, and a graph run.
+clone's ``hcl_cli`` first on ``PYTHONPATH``. The README's blocks run first, then those of the
+pages of docs/ in the order of mkdocs.yml's nav. Two stand-ins, no more: ``pip`` is a no-op (the
+environment is installed already), and where the clone holds no MUTAG under ``data/raw`` (the
+repository ships it), a synthetic one in the TU layout (``data/raw/MUTAG/MUTAG_A.txt``, ...; 188
+graphs, as MUTAG has) is written before the first block that prepares a TU dataset. After the
+quick start's block, ``git status --porcelain`` lists ``dvc.lock`` alone, as the README says.
+Minutes: the quick start, a graph run, a sweep of three on digits, a hand run and one experiment.
 """
 
 from __future__ import annotations
@@ -18,22 +19,22 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from docs_pages import pages
 from test_graph_step import write_toy_tu
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^<!-- offline -->\n```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 NO_PIP = 'pip() { echo "(pip $1: the environment is installed already)"; }\n'
-TU_ARCHIVE = "data/raw/tu.tar.gz"
+TU_RAW = "data/raw"
 BLOCK_SECONDS = 3600
 
 
 def offline_blocks() -> list[tuple[str, str]]:
-    """The README's blocks marked offline, in order: (language, code)."""
-    return BLOCK.findall((ROOT / "README.md").read_text())
+    """The blocks marked offline of the README, then of each docs page, in order: (language, code)."""
+    return [block for path in pages() for block in BLOCK.findall(path.read_text(encoding="utf-8"))]
 
 
 def git(folder: Path, *args: str, stdin: str | None = None, ok: tuple[int, ...] = (0,)) -> str:
@@ -62,13 +63,15 @@ def fresh_clone(destination: Path) -> Path:
     return destination
 
 
-def write_tu_archive(clone: Path) -> None:
-    """The stand-in for the README's download: a MUTAG-sized synthetic dataset in tu.tar.gz's layout."""
-    folder = write_toy_tu(clone / "tu-staging" / "tu" / "MUTAG", name="MUTAG", graphs=188)
-    (clone / TU_ARCHIVE).parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(clone / TU_ARCHIVE, "w:gz") as tar:
-        tar.add(folder.parent, arcname="tu")
-    shutil.rmtree(clone / "tu-staging")
+def ships_mutag(clone: Path) -> bool:
+    """Whether the clone holds MUTAG under data/raw (as a folder of its files or an archive), as the README says."""
+    return any((clone / TU_RAW).rglob("MUTAG*"))
+
+
+def write_tu_stand_in(clone: Path) -> None:
+    """The stand-in for MUTAG where the clone does not ship it: a MUTAG-sized synthetic dataset in the TU layout, where
+    ``hcl prepare --dataset tu --name MUTAG`` reads by default."""
+    write_toy_tu(clone / TU_RAW / "MUTAG", name="MUTAG", graphs=188)
 
 
 def run_block(clone: Path, language: str, code: str, env: dict[str, str]) -> None:
@@ -77,6 +80,7 @@ def run_block(clone: Path, language: str, code: str, env: dict[str, str]) -> Non
     assert result.returncode == 0, (
         f"README block failed (exit {result.returncode}):\n{code}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
+    assert "No file hash info found" not in result.stdout + result.stderr, f"DVC warned of outputs without a hash:\n{code}"
 
 
 def test_the_readme_marks_the_quick_start_the_sweep_the_graph_run_and_the_loss_example() -> None:
@@ -85,6 +89,10 @@ def test_the_readme_marks_the_quick_start_the_sweep_the_graph_run_and_the_loss_e
     assert "dvc repro && cat reports/report.md" in blocks[0][1], "the quick start comes first"
     for needed in ("hcl compare --sampler hucl", "hcl prepare --dataset tu", "contrastive_loss("):
         assert any(needed in code for _, code in blocks), needed
+    (sweep,) = [code for _, code in blocks if "dvc exp run --queue" in code]
+    assert sweep.index("git add dvc.lock && git commit") < sweep.index("dvc exp run --queue"), (
+        "a queued experiment starts from the last commit: without the run's dvc.lock DVC warns for every output"
+    )
 
 
 @pytest.mark.slow
@@ -95,8 +103,8 @@ def test_the_offline_blocks_run_in_order_in_a_fresh_clone(tmp_path: Path) -> Non
     env = {**os.environ, **identity, "GIT_COMMITTER_NAME": "readme", "GIT_COMMITTER_EMAIL": "readme@example.com"}
     env["PYTHONPATH"] = os.pathsep.join([str(clone), *filter(None, [os.environ.get("PYTHONPATH")])])
     for index, (language, code) in enumerate(offline_blocks()):
-        if TU_ARCHIVE in code and not (clone / TU_ARCHIVE).exists():
-            write_tu_archive(clone)
+        if "--dataset tu" in code and not ships_mutag(clone):
+            write_tu_stand_in(clone)
         run_block(clone, language, code, env)
         if index == 0:
             assert git(clone, "status", "--porcelain") == "?? dvc.lock\n", "the quick start leaves dvc.lock, and nothing else"

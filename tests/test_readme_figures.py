@@ -1,6 +1,6 @@
-"""Every figure the README quotes beside a results file appears in that file (benchmarks/results/*.json).
+"""Every figure the README or a docs page quotes beside a results file appears in that file (benchmarks/results/*.json).
 
-A README line that cites a results file (``benchmarks/results/NAME.json`` or, in the Measured
+A line of the README or of a page of docs/ that cites a results file (``benchmarks/results/NAME.json`` or, in the Measured
 table, ``NAME.json``) may quote only numbers that the file holds: each number of the line, outside
 code spans, must equal some number of the file (a value, a numeric key, or a number inside a
 string such as a command) rounded to the digits the README gives, in the file's unit or one of
@@ -15,6 +15,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+from docs_pages import pages
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -75,8 +78,9 @@ def unsupported_figures(readme: str, results: Path) -> list[str]:
     return problems
 
 
-def test_every_figure_the_readme_quotes_is_in_the_results_file_it_cites() -> None:
-    assert unsupported_figures((ROOT / "README.md").read_text(encoding="utf-8"), RESULTS) == []
+@pytest.mark.parametrize("path", pages(), ids=lambda path: path.name)
+def test_every_figure_the_documentation_quotes_is_in_the_results_file_it_cites(path: Path) -> None:
+    assert unsupported_figures(path.read_text(encoding="utf-8"), RESULTS) == []
 
 
 def test_the_check_finds_a_figure_that_is_not_in_its_file(tmp_path: Path) -> None:
@@ -88,10 +92,10 @@ def test_the_check_finds_a_figure_that_is_not_in_its_file(tmp_path: Path) -> Non
     assert "not in" in unsupported_figures("see `benchmarks/results/missing.json`", tmp_path)[0]
 
 
-def test_every_results_file_the_readme_cites_says_when_where_and_how_it_was_measured() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_every_results_file_the_documentation_cites_says_when_where_and_how_it_was_measured() -> None:
+    readme = "\n".join(path.read_text(encoding="utf-8") for path in pages())
     cited = {path for line in readme.splitlines() for name in CITATION.findall(line) + BARE.findall(line) for path in RESULTS.glob(name)}
-    assert cited, "the README cites results files"
+    assert cited, "the documentation cites results files"
     for path in sorted(cited):
         record = json.loads(path.read_text(encoding="utf-8"))
         assert {"date", "machine", "command", "torch"} <= record.keys(), f"{path.name} lacks the environment of benchmarks/common.py"

@@ -32,6 +32,8 @@ PREPARED = f"{RUNS}/prepared"
 PIPELINE_PREPARED = "data/prepared"
 """The pipeline's prepared dataset (dvc.yaml's prepare ``--out``): what a hand stage reads when no
 hand ``hcl prepare`` made :data:`PREPARED`, so that ``dvc repro`` then ``hcl pretrain`` works."""
+DATA_DEFAULT_TEXT = f"{PREPARED} if a hand hcl prepare made it, else {PIPELINE_PREPARED}"
+"""How ``--help`` shows the default of a stage's ``--data`` (:func:`default_data`'s choice)."""
 SEED_LIMIT = 2**32 - 1
 """The largest seed NumPy accepts (torch takes 64 bits, NumPy's legacy seeding 32)."""
 BATCH_LIMIT = 2**20

@@ -74,8 +74,10 @@ def svm_protocol(
     c_grid: Sequence[float] = PAPER_C_GRID,
     inner_folds: int = PAPER_INNER_FOLDS,
     seed: int = 0,
+    progress_as: tuple[str, str] = ("hcl linear-eval", "SVM folds"),
 ) -> SvmResult:
-    """Run the protocol of the module docstring on ``embeddings`` (n, d) and their ``labels`` (n,).
+    """Run the protocol of the module docstring on ``embeddings`` (n, d) and their ``labels`` (n,); its progress lines
+    begin with ``progress_as`` (the command that runs it, and what it reads out).
 
     Deterministic for a given ``seed``. Invalid settings (fewer than 2 folds, a class with fewer
     graphs than folds or, in an outer training fold, than inner folds, an empty or non-positive C
@@ -123,7 +125,7 @@ def svm_protocol(
         for repeat in range(repeats)
         for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed(seed, repeat)).split(x, y)
     ]
-    for repeat, train, test in progress(splits, len(splits), "SVM folds", "fold", "hcl linear-eval"):
+    for repeat, train, test in progress(splits, len(splits), progress_as[1], "fold", progress_as[0]):
         search = GridSearchCV(SVC(), {"C": grid}, cv=inner_folds, scoring="accuracy")
         search.fit(x[train], y[train])
         accuracies[repeat].append(float(accuracy_score(y[test], search.predict(x[test]))))

@@ -117,6 +117,7 @@ def load_torchvision(name: str, root: Path, image_size: int = 0) -> SourceDatase
     folder = root / dataset_class.base_folder
     expected = [file for file, _ in dataset_class.train_list + dataset_class.test_list] + list(layout.extra_files)
     present = all((folder / file).is_file() for file in expected)
+    missing = [path for path in (root, *root.parents) if not path.exists()]  # what a failed download must not leave behind
     try:
         with _socket_timeout(DOWNLOAD_SOCKET_TIMEOUT_S):
             datasets = {
@@ -124,6 +125,9 @@ def load_torchvision(name: str, root: Path, image_size: int = 0) -> SourceDatase
             }
     except (RuntimeError, OSError, ValueError) as exc:
         reason = first_line(exc)
+        for path in missing:  # deepest first; one holding anything (a partial download) is kept
+            with contextlib.suppress(OSError):
+                path.rmdir()
         if present:
             raise InputError(
                 f"{name} files in {folder} failed torchvision's checks ({reason}): "

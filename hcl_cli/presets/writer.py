@@ -6,7 +6,9 @@ other group, every comment and the file's indentation and line endings stay as t
 is edited line by line, read back as DVC reads it (:func:`~hcl_cli.config.base.parse_params`: YAML 1.2,
 a key given twice refused) and compared with what was meant, and replaced atomically through a
 sibling temporary file: it is either rewritten whole or left untouched. A key may be quoted
-(``'pretrain':``); it is the same key as the plain one.
+(``'pretrain':``); it is the same key as the plain one. The edit is planned first (:func:`plan`: the new text
+and the values it changes, nothing written) and written later (:func:`write`), so that ``hcl preset``
+can show the changes and the run's cost before the file changes, and ``--dry-run`` can stop there.
 
 Files it will not touch, each with a one-line message and nothing written: a directory or other
 non-regular file, a file that is not UTF-8 or not YAML, a read-only file, a file with hard links (its
@@ -22,6 +24,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +40,33 @@ KEY_LINE = re.compile(r"^(?P<indent>[ \t]+)(?P<key>(?P<quote>['\"]?)[A-Za-z_][\w
 """A group's header line and a key's line; a key may be quoted (``'pretrain':``, ``"beta": 1``), see :func:`key_name`."""
 
 
-def apply(preset: Preset, path: Path) -> str:
-    """Write ``preset`` into the params file ``path`` (the defaults when it is missing); return the report to print."""
+@dataclass(frozen=True)
+class Plan:
+    """What writing a preset into a params file would do, before anything is written: the new text and the changed values."""
+
+    preset: Preset
+    path: Path
+    target: Path
+    """The file written: ``path``, or the target of the symbolic link ``path``."""
+    text: str
+    changes: tuple[str, ...]
+    """One line per value that changes: ``  group.key: old -> new``."""
+
+    @property
+    def into(self) -> str:
+        return f"{self.path} (-> {self.target})" if self.target != self.path else str(self.path)
+
+    def describe(self) -> str:
+        """The lines printed before anything is written: the preset, each value it changes, and its note."""
+        preset = self.preset
+        where = f"{preset.paper} {preset.where}, {preset.dataset}: {preset.reported_top1}"
+        lines = [f"hcl preset: {preset.name} ({where}) changes {len(self.changes)} value(s) in {self.into}", *self.changes]
+        return "\n".join([*lines, f"note: {preset.note}"]) + "\n"
+
+
+def plan(preset: Preset, path: Path) -> Plan:
+    """What writing ``preset`` into the params file ``path`` (the defaults when it is missing) would change; nothing is
+    written, and a file the preset must not rewrite is refused here, before any estimate."""
     groups = preset.groups()
     target = path.resolve() if path.is_symlink() else path
     text = read_params_text(path, target)
@@ -51,7 +79,6 @@ def apply(preset: Preset, path: Path) -> str:
         after = None
     if after != expected:
         raise HclError(f"{path}: could not edit it in place (a group is not a plain block of 'key: value' lines); nothing written")
-    write_atomically(target, edited)
     changes = []
     for group, values in groups.items():
         old = before.get(group) or {}
@@ -60,10 +87,21 @@ def apply(preset: Preset, path: Path) -> str:
             for key in values
             if old.get(key, changes) != values[key]
         ]
-    where = f"{preset.paper} {preset.where}, {preset.dataset}: {preset.reported_top1}"
-    into = f"{path} (-> {target})" if target != path else str(path)
-    lines = [f"hcl preset: wrote {preset.name} ({where}) into {into}: {len(changes)} value(s) changed", *changes, f"note: {preset.note}"]
-    return "\n".join([*lines, "then: dvc repro (or dvc exp run)"]) + "\n"
+    return Plan(preset, path, target, edited, tuple(changes))
+
+
+def write(planned: Plan) -> str:
+    """Write a planned preset (refused if the file changed since it was planned); return the lines to print."""
+    if plan(planned.preset, planned.path).text != planned.text:
+        raise HclError(f"{planned.path} changed while the preset was being estimated; nothing written (run hcl preset again)")
+    write_atomically(planned.target, planned.text)
+    return f"hcl preset: wrote {planned.preset.name} into {planned.into}\nthen: dvc repro (or dvc exp run)\n"
+
+
+def apply(preset: Preset, path: Path) -> str:
+    """Write ``preset`` into the params file ``path`` (the defaults when it is missing); return the report to print."""
+    planned = plan(preset, path)
+    return planned.describe() + write(planned)
 
 
 def read_params_text(path: Path, target: Path) -> str:

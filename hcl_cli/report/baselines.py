@@ -75,6 +75,7 @@ def svm_baseline(linear: EvaluationMetrics, prepared: Prepared, encoder: Trained
         c_grid=parse_c_grid(params["svm_c_grid"]),
         inner_folds=params["svm_inner_folds"],
         seed=params["seed"],
+        progress_as=("hcl report", "SVM folds of the untrained encoder (baseline)"),
     )
     return EvaluationMetrics(result.mean, result.top5, len(labels), params, {"svm": svm_details(result)})
 

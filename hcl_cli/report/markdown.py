@@ -39,15 +39,51 @@ class MetricRow:
     metrics: EvaluationMetrics
     source: str
 
-    def cells(self) -> list[str]:
+    @property
+    def fold_std(self) -> float | None:
+        """The SVM protocol's standard deviation over its folds; None for a result on the test split."""
+        svm = self.metrics.details.get("svm") if self.metrics.params.get("protocol") == "svm" else None
+        return float(svm["std"]) if isinstance(svm, dict) and is_finite_number(svm.get("std")) else None
+
+    @property
+    def top1_range(self) -> tuple[float, float]:
+        """Top-1's spread: the mean ± the std over the folds (SVM), else the 95% Wilson interval on the test split."""
+        std = self.fold_std
+        if std is not None:
+            return self.metrics.top1 - std, self.metrics.top1 + std
+        return wilson_interval(self.metrics.top1, self.metrics.test_size)
+
+    def cells(self, top5: bool = True) -> list[str]:
+        """The row's cells; ``top5``: with the top-5 columns (shown only where there are more than five classes)."""
         svm = self.metrics.details.get("svm") if self.metrics.params.get("protocol") == "svm" else None
         if isinstance(svm, dict):  # mean and std over the folds of the cross-validation
             std = f"{svm['std']:.4f}" if is_finite_number(svm.get("std")) else "?"
             spread = f"± {std} (std over {inline(svm.get('repeats', '?'))} x {inline(svm.get('folds', '?'))} folds)"
-            accuracies = [f"{self.metrics.top1:.4f}", spread, f"{self.metrics.top5:.4f}", "(over the folds)"]
+            accuracies = [f"{self.metrics.top1:.4f}", spread, *([f"{self.metrics.top5:.4f}", "(over the folds)"] if top5 else [])]
             return [self.evaluation, inline(self.encoder), self.metrics.feature, f"{self.metrics.test_size:,}", *accuracies, self.source]
-        accuracies = [cell for key in ("top1", "top5") for cell in accuracy_cells(getattr(self.metrics, key), self.metrics.test_size)]
+        keys = ("top1", "top5") if top5 else ("top1",)
+        accuracies = [cell for key in keys for cell in accuracy_cells(getattr(self.metrics, key), self.metrics.test_size)]
         return [self.evaluation, inline(self.encoder), self.metrics.feature, f"{self.metrics.test_size:,}", *accuracies, self.source]
+
+
+def baseline_verdict(rows: list[MetricRow]) -> str:
+    """A sentence for each baseline that the trained encoder does not beat beyond the spread (the same evaluation: kNN
+    against the kNN baselines, the SVM against the untrained SVM row); empty when it beats every one."""
+    missed = []
+    for trained in (row for row in rows if row.encoder == "trained"):
+        family = trained.evaluation.split(" ")[0]
+        for baseline in (row for row in rows if row.evaluation == f"{family} (baseline)"):
+            if trained.top1_range[0] > baseline.top1_range[1]:
+                continue
+            where = "below" if trained.metrics.top1 < baseline.metrics.top1 else "within the spread of"
+            missed.append(f"{family} top-1 {trained.metrics.top1:.4f} is {where} {inline(baseline.encoder)}'s {baseline.metrics.top1:.4f}")
+    if not missed:
+        return ""
+    return (
+        "**The trained encoder does not beat every baseline**, so this run has not shown that pretraining paid for itself: "
+        + "; ".join(missed)
+        + "."
+    )
 
 
 def accuracy_cells(accuracy: float, test_size: int) -> list[str]:
@@ -157,20 +193,28 @@ def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepar
     )
     classes = prepared.card.num_classes if prepared is not None else None
     noun = prepared.modality.sample_noun if prepared is not None else "image"
-    trivial = f" With {classes} classes, top-5 is 1 by construction." if classes is not None and classes <= 5 else ""
+    top5 = classes is None or classes > 5
+    shown = (
+        "is the top class (top-1) or among the five top classes (top-5)"
+        if top5
+        else f"is the top class (top-1; top-5 is not shown: with {classes} classes it is 1 by construction)"
+    )
+    verdict = baseline_verdict(rows)
     return "\n".join(
         [
             "## Metrics",
             "",
-            f"Accuracy on the test split: the share of its test {noun}s whose label is the top class (top-1) or among the five "
-            f"top classes (top-5), rounded to 4 decimals, with its 95% Wilson interval from the number of test {noun}s; "
-            "differences within the intervals are test-split noise. The kNN baselines beside the result use the same kNN "
-            "settings; the numbers come from one pretraining seed (the spread over seeds is not measured here: "
-            f"`dvc exp run -S pretrain.seed=...` and `hcl compare` give it).{trivial}{labelled}",
+            f"Accuracy on the test split: the share of its test {noun}s whose label {shown}, rounded to 4 decimals, with its 95% "
+            f"Wilson interval from the number of test {noun}s; differences within the intervals are test-split noise. The kNN "
+            "baselines beside the result use the same kNN settings; the numbers come from one pretraining seed (the spread over "
+            f"seeds is not measured here: `dvc exp run -S pretrain.seed=...` and `hcl compare` give it).{labelled}",
             "",
-            f"| Evaluation | Encoder | Feature | Test {noun}s | Top-1 | 95% interval | Top-5 | 95% interval | Source |",
-            "|:--|:--|:--|--:|--:|:--|--:|:--|:--|",
-            *(f"| {' | '.join(row.cells())} |" for row in rows),
+            f"| Evaluation | Encoder | Feature | Test {noun}s | Top-1 | 95% interval |"
+            + (" Top-5 | 95% interval |" if top5 else "")
+            + " Source |",
+            "|:--|:--|:--|--:|--:|:--|" + ("--:|:--|" if top5 else "") + ":--|",
+            *(f"| {' | '.join(row.cells(top5))} |" for row in rows),
+            *(["", verdict] if verdict else []),
         ]
     )
 

@@ -141,8 +141,10 @@ def run(out: str, selection: Selection) -> None:
     skipped += [f"{row.name}: dataset {row.dataset}, not {dataset}" for row in rows if row.dataset != dataset]
     rows = [row for row in rows if row.dataset == dataset]
     rows.sort(key=lambda row: (row.name != WORKSPACE, row.sampler, sorted(map(str, row.pretrain.items())), row.name))
-    write_output(f"{out}.md", markdown_table(rows, skipped), TABLE_OUTPUT)
+    table = markdown_table(rows, skipped)
+    write_output(f"{out}.md", table, TABLE_OUTPUT)
     write_output(f"{out}.csv", csv_table(rows), TABLE_OUTPUT)
+    print(table.rstrip("\n") + "\n")  # on the terminal too, as it was written
     print(f"hcl compare: {len(rows)} experiments -> {shown(out)}.md, {shown(out)}.csv")
 
 

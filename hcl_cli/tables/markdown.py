@@ -182,7 +182,7 @@ def sections(results: dict[str, dict[str, Any]], verifications: dict[str, dict[s
         tables = "HCL Fig. 3" if is_fig3(result) else "H-SCL Table II and HCL-OT Table V"
         state = "" if result["complete"] else ", still running"
         parts.append(
-            f"\n#### {tables}: {', '.join(result['datasets'])} (`{folder}/reproduce_graph_{name}.json`, "
+            f"\n### {tables}: {', '.join(result['datasets'])} (`{folder}/reproduce_graph_{name}.json`, "
             f"{result['repeats']} seeds of {''.join(filter(str.isdigit, str(result['epochs'])))} epochs{state})\n\n"
             + markdown(result, verifications.get(name))
         )
