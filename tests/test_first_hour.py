@@ -48,7 +48,7 @@ def test_a_failed_cifar_download_leaves_no_empty_folder(
     monkeypatch.setattr(torchvision.datasets, "CIFAR10", Offline)
     monkeypatch.chdir(tmp_path)
     code, _ = run(["prepare", "--dataset", "cifar10", "--path", "data/raw/cifar", "--out", "prepared"], capsys)
-    assert code == 1 and sorted(tmp_path.iterdir()) == [], "no data/raw/cifar (nor data/raw, data) left behind"
+    assert code == 2 and sorted(tmp_path.iterdir()) == [], "no data/raw/cifar (nor data/raw, data) left behind"
 
 
 def test_the_svm_folds_line_names_the_command_that_runs_them(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
