@@ -54,7 +54,7 @@ def environment(device: str | torch.device = "cpu") -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         **commit(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(portable(a)) for a in [Path(sys.executable).name, *sys.argv]),
     }
 

@@ -118,7 +118,7 @@ def describe_extent(record: dict[str, Any] | None, epochs: int | None) -> str:
 
 
 def now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 RUN_LIBRARIES = ("torch", "numpy", "scipy", "scikit-learn")

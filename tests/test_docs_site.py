@@ -7,10 +7,10 @@ import importlib.metadata
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from docs_pages import DOCS, ROOT, nav_pages
 from packaging.specifiers import SpecifierSet
 

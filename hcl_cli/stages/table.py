@@ -66,7 +66,7 @@ Writer = Callable[[Path, dict[str, Any]], None]
 def write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` to ``path`` whole (a temporary sibling renamed into place), after the invocation's provenance."""
     header = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["hcl", *sys.argv[1:]]),
     }
     save_text(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")

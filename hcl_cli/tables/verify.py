@@ -96,7 +96,7 @@ def verification(
         )
     return {
         "verifies": source,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         **identity,
         "seed_rule": "0 (else the row's first)",
         "epochs": result.get("epochs"),
