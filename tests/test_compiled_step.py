@@ -29,7 +29,8 @@ def two_steps(data: Path, compiled: bool) -> list[tuple[StepValues, torch.Tensor
     steps = []
     for index in range(2):
         values = step(samples[8 * index : 8 * index + 8], labels[8 * index : 8 * index + 8], options).read()
-        steps.append((values, step.optimizer.flat_grad.clone(), [p.detach().clone() for p in model.parameters()]))
+        grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        steps.append((values, grads, [p.detach().clone() for p in model.parameters()]))
     return steps
 
 
