@@ -158,11 +158,12 @@ def host_syncs(events: list[FunctionEvent]) -> int:
     return sum(1 for event in events if event.name in SYNC_OPS and not inside_fused(event))
 
 
-def setting_config(folder: Path, arch: str, setting: str, batch_size: int) -> PretrainConfig:
-    """``hcl pretrain``'s config of one setting (``SAMPLER``, ``SAMPLER@queue``, ``SAMPLER@moco``) on ``folder``, on the CPU."""
+def setting_config(folder: Path, arch: str, setting: str, batch_size: int, device: str = "cpu", **extra: Any) -> PretrainConfig:
+    """``hcl pretrain``'s config of one setting (``SAMPLER``, ``SAMPLER@queue``, ``SAMPLER@moco``) on ``folder``, with
+    ``extra`` options."""
     sampler, _, queue = setting.partition("@")
     queue_options = {"queue_size": QUEUE_SIZE, "queue_mode": "moco" if queue == "moco" else "batch"} if queue else {}
-    return PretrainConfig(data=str(folder), arch=arch, sampler=sampler, batch_size=batch_size, device="cpu", **queue_options)
+    return PretrainConfig(data=str(folder), arch=arch, sampler=sampler, batch_size=batch_size, device=device, **queue_options, **extra)
 
 
 def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SIZE) -> StepCounts:
