@@ -36,6 +36,10 @@ class FusedAdam(torch.optim.Adam):
         super().__init__(params, lr=lr, weight_decay=weight_decay, fused=True)
         self.found_inf = torch.zeros((), dtype=torch.float32, device=params[0].device)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """``Optimizer``'s (defaults, state, param_groups) and ``found_inf``, so that a copy keeps it."""
+        return {**super().__getstate__(), "found_inf": self.found_inf}
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         for group in self.param_groups:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.image.simclr_augment import Constants, SimCLRAugment
+from hcl_cli.image.step import build_training as build_image_training
 from hcl_cli.modality import StepValues, modality_of
 from hcl_cli.training.builders import build_training
 
@@ -57,3 +60,18 @@ def test_the_compiled_step_gives_eager_mode_s_loss_gradients_and_update(
         offset += weight.numel()
         torch.testing.assert_close(compiled_weight[clear], weight[clear], rtol=0, atol=1e-6)
     assert any(not torch.equal(a, b) for a, b in zip(compiled_weights, compiled[1][2])), "the second step moved the weights"
+
+
+def test_the_simclr_augmentation_s_constants_are_made_before_the_step_is_compiled() -> None:
+    """Made inside the compiled step they would be a CUDA graph's outputs, overwritten by its next replay (issue 43)."""
+    card = SimpleNamespace(image_shape=(3, 32, 32), mean=(0.5,) * 3, std=(0.25,) * 3)
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    made = {}
+    for compiled in (False, True):
+        config = PretrainConfig(arch="small_cnn", batch_size=8, sampler="ucl", compile=compiled, device="cpu")
+        _, step = build_image_training(config, card, context)
+        (augment,) = [module for module in step.augment.modules() if isinstance(module, SimCLRAugment)]
+        made[compiled] = dict(augment.made)
+    assert made[False] == {}, "eager mode makes them at the first call"
+    ((key, constants),) = made[True].items()
+    assert key == (32, 32, 3, torch.device("cpu")) and isinstance(constants, Constants)

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
-from hcl_cli.image.augment import build_augmentation, resolve_recipe
+from hcl_cli.image.augment import build_augmentation, prepare_augmentation, resolve_recipe
 from hcl_cli.image.card import DatasetCard
 from hcl_cli.image.momentum import MomentumQueue
 from hcl_cli.image.networks import ContrastiveModel, build_model, resolve_arch
@@ -83,6 +83,8 @@ class TrainingStep:
 
     def __post_init__(self) -> None:
         if self.compiled:
+            self.spec.load()  # imported now, not inside the compiled step
+            self.spec.load_key_features()
             torch._dynamo.mark_static_address(self.optimizer.found_inf)  # written in place every step: one address
             if self.queue is not None:  # likewise
                 for buffer in self.queue.buffers(recurse=False):
@@ -177,6 +179,8 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
     if bf16:
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card.mean, card.std, blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
+    if config.compile:
+        prepare_augmentation(augment, card.image_shape, device)
     learned = nn.ParameterDict(
         {name: nn.Parameter(value) for name, value in config.spec.learned_tensors(config.sampler_options).items()}
     ).to(device)
