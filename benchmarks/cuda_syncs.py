@@ -14,10 +14,12 @@ weights, and their losses are compared. Writes ``benchmarks/results/cuda_syncs.j
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +44,24 @@ def sync_debug_mode(mode: str) -> None:
         torch.cuda.synchronize()
 
 
-def syncs(folder: Path, setting: str, precision: str) -> dict[str, Any]:
-    """The sync warnings of three steps after a warm-up one (and the first message), or the error that stopped the setting."""
-    config = setting_config(folder, "small_cnn", setting, BATCH_SIZE, device=DEVICE, precision=precision)
+@contextlib.contextmanager
+def training(folder: Path, setting: str, **extra: Any) -> Iterator[tuple[Any, Any, torch.Tensor, Any, Any]]:
+    """The step ``hcl pretrain`` trains a setting with on ``folder`` (small CNN, on :data:`DEVICE`), seeded: the step, the
+    resident samples and labels, the first epoch's options and the process's context."""
+    config = setting_config(folder, "small_cnn", setting, BATCH_SIZE, device=DEVICE, **extra)
     modality = modality_of(folder)
     card = modality.load_card(folder)
     with distributed_context(DEVICE) as context:
         samples, labels = modality.load_samples(folder, modality.training_splits(card, config.needs_labels), context.device)
         context.seed_everything(config.seed)
         _, step = build_training(modality, config, card, context)
-        options = config.loss_options(0).replaced({"objective": modality.objectives[0]}, {})
-        batches = context.shard_batches(epoch_order(len(samples), config.seed, 0).to(context.device), BATCH_SIZE)
+        yield step, samples, labels, config.loss_options(0).replaced({"objective": modality.objectives[0]}, {}), context
+
+
+def syncs(folder: Path, setting: str, precision: str) -> dict[str, Any]:
+    """The sync warnings of three steps after a warm-up one (and the first message), or the error that stopped the setting."""
+    with training(folder, setting, precision=precision) as (step, samples, labels, options, context):
+        batches = context.shard_batches(epoch_order(len(samples), 0, 0).to(context.device), BATCH_SIZE)
         step(samples[batches[0]], labels[batches[0]], options).read()
         sync_debug_mode("default")
         results = []
@@ -75,14 +84,7 @@ def compiled_losses(folder: Path, sampler: str) -> dict[str, Any]:
     torch._inductor.config.fallback_random = True
     losses = {}
     for compiled in (False, True):
-        config = setting_config(folder, "small_cnn", sampler, BATCH_SIZE, device=DEVICE, compile=compiled)
-        modality = modality_of(folder)
-        card = modality.load_card(folder)
-        with distributed_context(DEVICE) as context:
-            samples, labels = modality.load_samples(folder, modality.training_splits(card, config.needs_labels), context.device)
-            context.seed_everything(config.seed)
-            _, step = build_training(modality, config, card, context)
-            options = config.loss_options(0).replaced({"objective": modality.objectives[0]}, {})
+        with training(folder, sampler, compile=compiled) as (step, samples, labels, options, context):
             batch = torch.arange(BATCH_SIZE, device=context.device)
             losses["compiled" if compiled else "eager"] = [step(samples[batch], labels[batch], options).read().loss for _ in range(5)]
     return losses
