@@ -194,20 +194,14 @@ class ScoreBatch(abc.ABC):
         return self.labels
 
     def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor, Tensor | None]:
-        """The candidate positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * m + p``, and which of
-        them are positives (None: all).
-
-        Without ``label_positives``: each anchor and its ``partner`` column (cached). With them
-        (H-SCL): every (anchor, candidate) pair, flagged where the candidate has the anchor's label
-        and is not the anchor itself, partner included: shapes fixed by the batch's, so nothing is
-        read back to size them (no ``nonzero``, no host sync).
-        """
+        """The candidate positive pairs ``(i, p)``: anchor rows ``i``, flat indices ``i * m + p``, and which are positives
+        (None: all). Without ``label_positives`` each anchor and its ``partner`` (cached); with them (H-SCL) every pair,
+        flagged where the candidate has the anchor's label and is not the anchor: shapes that need no read-back (no
+        ``nonzero``, no host sync)."""
         if not label_positives:
             return self.masks.rows, self.masks.partner_pairs, None
-        rows, columns = self.logits.shape
-        anchors = self.masks.rows[:, None].expand(rows, columns).reshape(-1)
-        pairs = torch.arange(rows * columns, device=self.logits.device)
-        return anchors, pairs, (self.same_label & self.masks.others).reshape(-1)
+        anchors = self.masks.rows.repeat_interleave(self.logits.shape[1])  # an int's repeats: no read-back
+        return anchors, torch.arange(len(anchors), device=anchors.device), (self.same_label & self.masks.others).reshape(-1)
 
     @functools.cached_property
     def same_label(self) -> Tensor:
@@ -320,10 +314,9 @@ def contrastive_objective(
 ) -> tuple[Tensor, LossStats]:
     """The loss of the module docstring for a sampler's ``negatives``, and its :class:`LossStats`.
 
-    ``label_positives``: every same-label sample is a positive (else the partner only).
-
-    ``anchor_mask`` (2B,) bool keeps only those anchors' terms in the sum while still dividing by
-    the number of terms over all anchors, so losses over disjoint masks add up to the full loss.
+    ``label_positives``: every same-label sample is a positive (else the partner only). ``anchor_mask`` (2B,) bool
+    keeps only those anchors' terms in the sum while still dividing by the number of terms over all anchors, so losses
+    over disjoint masks add up to the full loss.
     """
     if objective == "jsd":
         raise UsageError("objective jsd is InfoGraph's loss of nodes against graphs (local_global_loss); two views train with nce or bcl")
@@ -347,15 +340,11 @@ def contrastive_objective(
         terms = torch.where(positive, terms, constant(0.0, terms.dtype, terms.device))
     if negatives.anchor_valid is None:  # every anchor has negatives: the counts are the shapes' (or the positives')
         count = constant(len(anchors), terms.dtype, terms.device) if positive is None else positive.sum().to(terms.dtype)
-        none = constant(0, terms.dtype, terms.device)
         kept_terms = terms if anchor_mask is None else terms * anchor_mask.index_select(0, anchors)
-        return kept_terms.sum() / count, LossStats(terms=count, anchors_without_negatives=none)
+        return kept_terms.sum() / count, LossStats(terms=count, anchors_without_negatives=constant(0, terms.dtype, terms.device))
     valid = negatives.anchor_valid
-    valid_pairs = valid.index_select(0, anchors)
     kept = valid if anchor_mask is None else valid & anchor_mask
-    kept_pairs = kept.index_select(0, anchors)
-    if positive is not None:
-        valid_pairs, kept_pairs = valid_pairs & positive, kept_pairs & positive
+    valid_pairs = valid.index_select(0, anchors) if positive is None else valid.index_select(0, anchors) & positive
     total_terms = valid_pairs.sum()
-    loss = (terms * kept_pairs).sum() / total_terms.clamp(min=1)
+    loss = (terms * kept.index_select(0, anchors)).sum() / total_terms.clamp(min=1)
     return loss, LossStats(terms=total_terms, anchors_without_negatives=(~valid).sum())
