@@ -7,19 +7,23 @@ as the epoch loop feeds it (the epoch's seeded order, :meth:`~hcl_cli.distribute
 index slices of the resident uint8 set); one CPU thread. One untimed step, then
 ``torch.profiler.profile(activities=[ProfilerActivity.CPU])`` over steps 2-4:
 
-- ``ops``: the sum of ``count`` over ``key_averages()`` entries whose key starts with ``aten::`` (nested
-  calls included), divided by 3;
-- ``syncs``: the counts of ``aten::_local_scalar_dense`` (``.item()``) and ``aten::nonzero`` over the three steps.
+- ``ops``: the number of ``aten::`` events (nested calls included) divided by 3, a multi-tensor op
+  (``aten::_foreach_*``, ``aten::_fused_*``: torch's optimizers and the gradients' norm) counting as one with
+  what it calls: on CUDA it is one launch per device and dtype, while its CPU fallback loops over the tensors;
+- ``syncs``: the counts of ``aten::_local_scalar_dense`` (``.item()``) and ``aten::nonzero`` over the three steps,
+  but for those inside ``aten::_fused_adam_``: torch's fused Adam reads its step counts and ``found_inf`` in place
+  where they live, on the host for a CPU, in the kernel on CUDA (no host sync there).
 
 Each op is also put in one phase of the step, by the profiled range it runs in: ``augmentation``,
 ``forward`` (the encoder, and the key encoder with a queue), ``loss``, ``backward`` (the autograd
 engine), ``optimiser`` (``Optimizer.step``), ``other`` (what is left: the batch's indexing, the views'
-glue, the gradients' norm and the finite check). Goals: ResNet-18 at batch 64, at most 2,000 ops per step and at most one sync in
-the three steps, for ucl and hucl (``tests/test_step_counts.py`` pins them). Writes
-``benchmarks/results/step_counts.json``::
+glue, the gradients' norm and the finite check). Goals: ResNet-18 at batch 64, at most 2,000 ops per step for ucl and
+hucl, and at most one sync in the three steps for every sampler, with a queue in both modes (``tests/test_step_counts.py``
+pins them). A setting is ``SAMPLER`` or ``SAMPLER@queue`` (a 128-key queue, ``queue_mode: batch``) or ``SAMPLER@moco``
+(``queue_mode: moco``). Writes ``benchmarks/results/step_counts.json``::
 
-    python -m benchmarks.step_counts                       # resnet18 and small_cnn, ucl and hucl
-    python -m benchmarks.step_counts --arch small_cnn --sampler ucl --no-write
+    python -m benchmarks.step_counts                       # resnet18 and small_cnn, every setting of SETTINGS
+    python -m benchmarks.step_counts --arch small_cnn --sampler ucl,hucl@queue --no-write
 """
 
 from __future__ import annotations
@@ -53,6 +57,24 @@ IMAGES = 256
 BATCH_SIZE = 64
 PROFILED_STEPS = 3
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero")
+IN_PLACE_READS = "aten::_fused_adam_"
+MULTI_TENSOR = ("aten::_foreach_", "aten::_fused_")
+"""The prefixes of the multi-tensor ops, counted as one op each (see the module docstring)."""
+"""The op whose CPU kernel reads its scalars on the host (not a device sync: see the module docstring)."""
+QUEUE_SIZE = 128
+SETTINGS = (
+    "ucl",
+    "debiased",
+    "hucl",
+    "scl",
+    "hscl",
+    "hscl-threshold",
+    "ot",
+    "undimix",
+    "hucl@queue",
+    "hucl@moco",
+)
+"""Every image sampler, and a queue in both modes."""
 PHASES = ("augmentation", "forward", "loss", "backward", "optimiser", "other")
 LABELS = {"hcl::augmentation": "augmentation", "hcl::forward": "forward", "hcl::loss": "loss"}
 
@@ -116,9 +138,37 @@ def phase_labels(step: Any) -> Iterator[None]:
             setattr(image_step, name, value)
 
 
+def inside_multi_tensor(event: FunctionEvent) -> bool:
+    """Whether ``event`` runs inside a multi-tensor op (:data:`MULTI_TENSOR`), which counts as one op with it."""
+    parent = event.cpu_parent
+    while parent is not None and not parent.name.startswith(MULTI_TENSOR):
+        parent = parent.cpu_parent
+    return parent is not None
+
+
+def host_syncs(events: list[FunctionEvent]) -> int:
+    """The host syncs among the profiled ``events``: :data:`SYNC_OPS`, less the in-place reads of :data:`IN_PLACE_READS`."""
+
+    def inside_fused(event: FunctionEvent) -> bool:
+        parent = event.cpu_parent
+        while parent is not None and parent.name != IN_PLACE_READS:
+            parent = parent.cpu_parent
+        return parent is not None
+
+    return sum(1 for event in events if event.name in SYNC_OPS and not inside_fused(event))
+
+
+def setting_config(folder: Path, arch: str, setting: str, batch_size: int, device: str = "cpu", **extra: Any) -> PretrainConfig:
+    """``hcl pretrain``'s config of one setting (``SAMPLER``, ``SAMPLER@queue``, ``SAMPLER@moco``) on ``folder``, with
+    ``extra`` options."""
+    sampler, _, queue = setting.partition("@")
+    queue_options = {"queue_size": QUEUE_SIZE, "queue_mode": "moco" if queue == "moco" else "batch"} if queue else {}
+    return PretrainConfig(data=str(folder), arch=arch, sampler=sampler, batch_size=batch_size, device=device, **queue_options, **extra)
+
+
 def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SIZE) -> StepCounts:
-    """The recipe of the module docstring for one architecture and sampler on the prepared ``folder``."""
-    config = PretrainConfig(data=str(folder), arch=arch, sampler=sampler, batch_size=batch_size, device="cpu")
+    """The recipe of the module docstring for one architecture and setting (``sampler``) on the prepared ``folder``."""
+    config = setting_config(folder, arch, sampler, batch_size)
     modality = modality_of(folder)
     card = modality.load_card(folder)
     with distributed_context("cpu") as context:
@@ -134,14 +184,14 @@ def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SI
         with phase_labels(step), profile(activities=[ProfilerActivity.CPU]) as profiler:
             for batch in batches[1 : 1 + PROFILED_STEPS]:
                 step(samples[batch], labels[batch], options)
-    averages = {entry.key: entry.count for entry in profiler.key_averages() if entry.key.startswith("aten::")}
-    phases = collections.Counter(phase_of(event) for event in profiler.events() if event.name.startswith("aten::"))
+    counted = [event for event in profiler.events() if event.name.startswith("aten::") and not inside_multi_tensor(event)]
+    phases = collections.Counter(phase_of(event) for event in counted)
     return StepCounts(
         arch=arch,
         sampler=sampler,
         batch_size=batch_size,
-        ops=sum(averages.values()) / PROFILED_STEPS,
-        syncs=sum(averages.get(name, 0) for name in SYNC_OPS),
+        ops=len(counted) / PROFILED_STEPS,
+        syncs=host_syncs(profiler.events()),
         phases={phase: phases[phase] / PROFILED_STEPS for phase in PHASES},
     )
 
@@ -170,7 +220,7 @@ def one_thread() -> Iterator[None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", default="resnet18,small_cnn", help="Comma-separated architectures.")
-    parser.add_argument("--sampler", default="ucl,hucl", help="Comma-separated samplers.")
+    parser.add_argument("--sampler", default=",".join(SETTINGS), help="Comma-separated settings (SAMPLER[@queue|@moco]).")
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/results/step_counts.json alone.")
     args = parser.parse_args()
     counts = []
@@ -185,6 +235,7 @@ def main() -> None:
                 counts.append(asdict(result))
     if not args.no_write:
         recipe = f"synthetic imagefolder of {IMAGES} random 32x32 RGB images, batch {BATCH_SIZE}, one CPU thread, steps 2-4 profiled"
+        recipe += f"; @queue: a {QUEUE_SIZE}-key queue, queue_mode batch; @moco: queue_mode moco"
         write_result("step_counts", {"recipe": recipe, "goals": {"ops_per_step": 2000, "syncs_in_3_steps": 1}, "counts": counts})
 
 

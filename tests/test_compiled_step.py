@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
+from hcl_cli.image.simclr_augment import Constants, SimCLRAugment
+from hcl_cli.image.step import build_training as build_image_training
 from hcl_cli.modality import StepValues, modality_of
 from hcl_cli.training.builders import build_training
 
@@ -29,7 +35,8 @@ def two_steps(data: Path, compiled: bool) -> list[tuple[StepValues, torch.Tensor
     steps = []
     for index in range(2):
         values = step(samples[8 * index : 8 * index + 8], labels[8 * index : 8 * index + 8], options).read()
-        steps.append((values, step.optimizer.flat_grad.clone(), [p.detach().clone() for p in model.parameters()]))
+        grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        steps.append((values, grads, [p.detach().clone() for p in model.parameters()]))
     return steps
 
 
@@ -56,3 +63,35 @@ def test_the_compiled_step_gives_eager_mode_s_loss_gradients_and_update(
         offset += weight.numel()
         torch.testing.assert_close(compiled_weight[clear], weight[clear], rtol=0, atol=1e-6)
     assert any(not torch.equal(a, b) for a, b in zip(compiled_weights, compiled[1][2])), "the second step moved the weights"
+
+
+def test_the_simclr_augmentation_s_constants_are_made_before_the_step_is_compiled() -> None:
+    """Made inside the compiled step they would be a CUDA graph's outputs, overwritten by its next replay (issue 43)."""
+    card = SimpleNamespace(image_shape=(3, 32, 32), mean=(0.5,) * 3, std=(0.25,) * 3)
+    context = DistributedContext(0, 1, 0, torch.device("cpu"))
+    made = {}
+    for compiled in (False, True):
+        config = PretrainConfig(arch="small_cnn", batch_size=8, sampler="ucl", compile=compiled, device="cpu")
+        _, step = build_image_training(config, card, context)
+        (augment,) = [module for module in step.augment.modules() if isinstance(module, SimCLRAugment)]
+        made[compiled] = dict(augment.made)
+    assert made[False] == {}, "eager mode makes them at the first call"
+    ((key, constants),) = made[True].items()
+    assert key == (32, 32, 3, torch.device("cpu")) and isinstance(constants, Constants)
+
+
+@pytest.mark.slow
+def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+    """``hcl pretrain --compile true --queue-mode moco`` for three epochs: ``TORCH_LOGS=recompiles`` reports none (the
+    queue's pointer moves on the device, its filled size never changes; issue 43 item 2). The graph breaks that remain
+    are the backward and torch's fused Adam (``torch.compiler.disable``d by torch)."""
+    data = prepared_digits(0.9)
+    command = [sys.executable, "-m", "hcl_cli", "pretrain", "--data", str(data), "--out", str(tmp_path / "models")]
+    command += ["--live-dir", str(tmp_path / "live"), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
+    command += ["--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", "--device", "cpu", "--threads", "1"]
+    environment = {**os.environ, "TORCH_LOGS": "recompiles", "OMP_NUM_THREADS": "1"}
+    finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=1200)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    output = finished.stdout + finished.stderr
+    assert "3 epochs of 5 steps" in output, "three epochs, so that a guard on the epoch or the step would show"
+    assert "Recompiling function" not in output, output[-3000:]

@@ -18,7 +18,7 @@ from hcl_cli.graph.prepared import write_prepared_graphs
 from hcl_cli.graph.step import build_graph_training, check_graph_training
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.training.loop import read_results
+from hcl_cli.training.loop import epoch_order_on, read_results
 
 
 def write_toy_tu(folder: Path, name: str = "TOY", graphs: int = 40, seed: int = 0) -> Path:
@@ -128,3 +128,14 @@ def test_the_graph_encoder_round_trips_and_a_tampered_sidecar_is_one_line(prepar
         with pytest.raises(HclError, match=message) as error:
             load_graph_encoder(path)
         assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_graph_epoch_order_and_labels_stay_on_the_host_while_images_index_on_their_device(prepared: Path) -> None:
+    """Graphs batch from host indices: the order stays there (no copy back per step); image tensors take it on their device."""
+    samples, labels = GRAPHS.load_samples(prepared, GRAPHS.training_splits(None, True), "cpu")
+    samples.batcher.device = torch.device("meta")  # a device the order must not go to
+    order = epoch_order_on(samples, 0, 1)
+    assert order.device.type == "cpu" and labels.device.type == "cpu"
+    assert torch.equal(labels[order[:4]], samples.batcher.labels[samples.indices[order[:4]]])
+    images = torch.zeros(6, 1, 2, 2, dtype=torch.uint8, device="meta")
+    assert epoch_order_on(images, 0, 1).device.type == "meta"

@@ -103,7 +103,7 @@ def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_
     model, training_step = build_training(config, card, context)
     training_step.augment = build_eval_transform(card.mean, card.std)  # no random draws: the views are the images
     queue = training_step.queue
-    assert queue is not None and queue.filled() == 64 and int(queue.count) == 0
+    assert queue is not None and queue.filled() == 64 and queue.pushed == 0
     torch.testing.assert_close(queue.keys.norm(dim=1), torch.ones(64), rtol=0, atol=1e-6)
     assert queue.keys.std(dim=0).min() > 0.01, "the initial queue is random unit vectors, not one repeated vector"
 
@@ -131,6 +131,6 @@ def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_
     expected_queue = queue_before.clone()
     expected_queue[:, 0:16] = k.T  # ptr 0: the 16 keys of the batch, and only they
     torch.testing.assert_close(queue.keys.T, expected_queue, rtol=0, atol=1e-4)  # float32 through BatchNorm of two images
-    assert int(queue.count) == 16 and result.same_label_pairs == 16
+    assert queue.pushed == 16 and result.same_label_pairs == 16
     training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0))
-    assert torch.equal(queue.keys[32:], queue_before.T[32:]) and int(queue.count) == 32, "the pointer moves by B"
+    assert torch.equal(queue.keys[32:], queue_before.T[32:]) and queue.pushed == 32, "the pointer moves by B"

@@ -323,7 +323,7 @@ def test_sinkhorn_marginals_and_pot_agreement() -> None:
 
 
 def test_sinkhorn_with_tiny_epsilon_matches_pot_log_domain() -> None:
-    """At epsilon = 1e-4 the kernel spans exp(-40000): the stabilised kernel must absorb, never underflow."""
+    """At epsilon = 1e-4 the kernel spans exp(-40000): the log-domain rounds never underflow."""
     z1, z2 = views(20)
     z = unit_rows(z1, z2).detach()
     forbidden = torch.eye(2 * B, dtype=torch.bool) | torch.eye(2 * B, dtype=torch.bool).roll(B, dims=1)

@@ -360,7 +360,7 @@ def test_the_queue_keeps_the_last_k_keys_with_both_views_side_by_side() -> None:
     batches = [torch.randn(6, 4) for _ in range(3)]  # three batches of 3 images, [k1; k2] each
     for number, keys in enumerate(batches):
         queue.push(keys, labels=torch.arange(3) + 10 * number, features=torch.full((6, 3), float(number)))
-    assert queue.filled() == 8 and int(queue.count) == 18
+    assert queue.filled() == 8 and queue.pushed == 18
     rows = [views_side_by_side(F.normalize(keys, dim=1)) for keys in batches]
     keys, labels, features = queue.queued()  # slots 0 .. 5, then 6, 7, 0 .. 3, then 4 .. 7, 0, 1
     torch.testing.assert_close(keys, torch.cat([rows[2][4:], rows[1][4:], rows[2][:4]]), rtol=0, atol=0)
@@ -368,7 +368,7 @@ def test_the_queue_keeps_the_last_k_keys_with_both_views_side_by_side() -> None:
     assert features[:, 0].tolist() == [2, 2, 1, 1, 2, 2, 2, 2]
     many = torch.randn(20, 4)
     queue.push(many)  # more keys than the queue holds: the last 8 stay
-    assert queue.filled() == 8 and int(queue.count) == 38
+    assert queue.filled() == 8 and queue.pushed == 38
     assert sorted(map(tuple, queue.keys.tolist())) == sorted(map(tuple, views_side_by_side(F.normalize(many, dim=1))[-8:].tolist()))
 
 
@@ -433,7 +433,7 @@ def test_the_trainer_feeds_the_loss_the_key_encoder_s_keys_and_the_queue(
             torch.testing.assert_close(key, 0.5 * old + 0.5 * query, rtol=0, atol=1e-6)
     assert [len(keys.queue) for keys in calls] == [0, 32, 64, 64, 64]
     assert torch.equal(calls[1].queue_labels, labels[:16].repeat_interleave(2))
-    assert torch.equal(calls[2].queue[:32], calls[1].queue) and int(training_step.queue.count) == 160
+    assert torch.equal(calls[2].queue[:32], calls[1].queue) and training_step.queue.pushed == 160
     assert training_step.state["model"] is model and training_step.state["queue"] is training_step.queue
 
 

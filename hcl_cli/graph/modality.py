@@ -48,7 +48,11 @@ MIN_BATCH_GRAPHS = 2
 
 class GraphSamples:
     """Graphs resident on a device (:class:`~hcl_cli.modality.Samples`): ``len()``, ``.device``, and
-    ``samples[index]``, the :class:`~hcl_cli.graph.batch.GraphBatch` of the graphs at positions ``index``."""
+    ``samples[index]``, the :class:`~hcl_cli.graph.batch.GraphBatch` of the graphs at positions ``index``, an index on the
+    host (:attr:`index_device`: the batcher sizes a batch from its graphs' counts there, so the epoch's order stays there
+    and nothing is copied back from the device)."""
+
+    index_device = torch.device("cpu")
 
     def __init__(self, batcher: GraphBatcher, indices: Tensor) -> None:
         self.batcher = batcher
@@ -63,7 +67,7 @@ class GraphSamples:
         return self.batcher.device
 
     def __getitem__(self, index: Tensor) -> GraphBatch:
-        return self.batcher.batch(self.indices[torch.as_tensor(index).cpu()])
+        return self.batcher.batch(self.indices[torch.as_tensor(index)])
 
 
 class GraphModality:
@@ -104,7 +108,7 @@ class GraphModality:
         split = load_split_indices(folder, card)
         indices = torch.cat([split[name] for name in splits])
         batcher = GraphBatcher(dataset, device)
-        return GraphSamples(batcher, indices), batcher.labels[indices.to(batcher.device)]
+        return GraphSamples(batcher, indices), dataset.labels[indices]  # on the host, with the order that indexes them
 
     def save_encoder(self, path: str | Path, model: GinModel, card: GraphCard, meta: dict[str, Any]) -> None:
         save_graph_encoder(path, model, meta)

@@ -28,7 +28,7 @@ from hcl_cli.modality import StepResult
 from hcl_cli.objectives.infograph import check_graph_sampler, node_graph_loss, reads_officially
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.optimizer import FlatAdam, update_where_finite
+from hcl_cli.optimizer import FusedAdam, fused_adam, update_where_finite
 
 if TYPE_CHECKING:
     from hcl_cli.config.pretrain import PretrainConfig
@@ -49,7 +49,7 @@ class GraphTrainingStep:
     """
 
     model: GinModel
-    optimizer: FlatAdam
+    optimizer: FusedAdam
     sampler: str
     learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
     """Tensors the loss learns with the encoder: none on graphs (UnDiMix's learned weights need two views; it is refused)."""
@@ -69,7 +69,7 @@ class GraphTrainingStep:
         if merged is not None:  # decided by the batch alone, so a resumed run rounds as an uninterrupted one
             nodes, node_graph, counts = merged
         local, global_ = self.model.local_d(nodes), self.model.global_d(graphs)
-        graph_labels = labels if spec.label_positives(loss_options) else None
+        graph_labels = batch.labels if spec.label_positives(loss_options) else None  # ``labels``, on the device
         loss, stats = node_graph_loss(local, global_, node_graph, graph_labels, sampler=self.sampler, options=loss_options, counts=counts)
         loss.backward()
         return StepResult(update_where_finite(self.optimizer, loss, stats.terms, stats.anchors_without_negatives))
@@ -172,7 +172,7 @@ def build_graph_training(
     if device.type == "cpu":
         keep_freed_memory()
     model = GinModel(in_dim, hidden, layers).to(device)
-    optimizer = FlatAdam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = fused_adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     return model, GraphTrainingStep(model, optimizer, sampler)
 
 

@@ -118,6 +118,14 @@ def build_augmentation(
     return nn.Sequential(ToUnitFloat(), augment, Normalize(mean, std))
 
 
+def prepare_augmentation(augment: nn.Module, shape: Sequence[int], device: torch.device) -> None:
+    """Make the constants that ``augment`` (:func:`build_augmentation`'s) caches for inputs of ``shape`` (C, H, W) on
+    ``device`` now, outside any compiled region (:meth:`SimCLRAugment.prepare`)."""
+    for module in augment.modules():
+        if isinstance(module, SimCLRAugment):
+            module.prepare(*shape, device)
+
+
 def build_eval_transform(mean: Sequence[float], std: Sequence[float]) -> nn.Module:
     """uint8 -> normalised float32, no augmentation (for embed and evaluation)."""
     return nn.Sequential(ToUnitFloat(), Normalize(mean, std))

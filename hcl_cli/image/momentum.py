@@ -51,7 +51,11 @@ at most half the batch so that each group has two images."""
 class MomentumQueue(nn.Module):
     """The key encoder ``key_model`` and the queue of ``size`` keys, as buffers: ``keys`` (K, d) and
     ``features`` (K, e) in ``dtype``, ``labels`` (K,), on the model's device, and ``count``, the keys
-    let in so far, on the CPU (read every step without a device sync). ``mode`` is ``"moco"`` or ``"batch"``."""
+    let in so far, as a checkpoint records it. A step reads neither: the count is kept on the device
+    (``pointer``, which places the new keys) and the filled part's size on the host (:attr:`filled_rows`,
+    which stops changing once the queue is full, so that a compiled step sees the same value from
+    then on); ``count`` is written from ``pointer`` when the queue is saved and read back once when
+    it is loaded. ``mode`` is ``"moco"`` or ``"batch"``."""
 
     def __init__(
         self, model: ContrastiveModel, size: int, momentum: float, dtype: torch.dtype, feature_dim: int = 0, mode: str = "batch"
@@ -68,6 +72,23 @@ class MomentumQueue(nn.Module):
         self.register_buffer("labels", torch.zeros(size, dtype=torch.int64, device=device))
         self.register_buffer("features", torch.zeros(size, feature_dim, dtype=dtype, device=device))
         self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("pointer", torch.zeros((), dtype=torch.int64, device=device), persistent=False)
+        self.filled_rows = size if self.moco else 0
+        """The keys in the queue, ``min(count, K)``, on the host; K from the start with ``moco`` (its random keys)."""
+
+    @property
+    def pushed(self) -> int:
+        """The keys let in so far (read from the device: for checks, not for a step)."""
+        return int(self.pointer)
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        self.count.copy_(self.pointer)
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args)
+        self.pointer.copy_(self.count)
+        self.filled_rows = self.size if self.moco else min(int(self.count), self.size)
 
     @property
     def size(self) -> int:
@@ -75,7 +96,7 @@ class MomentumQueue(nn.Module):
 
     def filled(self) -> int:
         """The number of keys in the queue: ``min(count, K)``; K from the start with ``moco`` (its random keys)."""
-        return self.size if self.moco else min(int(self.count), self.size)
+        return self.filled_rows
 
     @torch.no_grad()
     def follow(self, model: nn.Module) -> None:
@@ -127,8 +148,10 @@ class MomentumQueue(nn.Module):
         """The queue rows that ``rows`` new keys take from the pointer on, and which of the keys stay (the last K); moves
         the pointer."""
         last = slice(max(rows - self.size, 0), rows)
-        slots = ((int(self.count) + torch.arange(rows, device=self.keys.device)) % self.size)[last]
-        self.count += rows
+        slots = ((self.pointer + torch.arange(rows, device=self.keys.device)) % self.size)[last]
+        self.pointer += rows
+        if self.filled_rows < self.size:  # unchanged once full
+            self.filled_rows = min(self.filled_rows + rows, self.size)
         return slots, last
 
     def queued(self) -> tuple[Tensor, Tensor, Tensor]:

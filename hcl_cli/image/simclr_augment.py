@@ -136,12 +136,21 @@ class SimCLRAugment(nn.Module):
         # The constants of each input shape and device seen, made by the first call (not in the steps after it).
         self.made: dict[tuple[int, int, int, torch.device], Constants] = {}
 
+    def prepare(self, channels: int, height: int, width: int, device: torch.device) -> None:
+        """Make the constants of inputs of this shape on ``device`` now, as the first call would. ``--compile`` calls it
+        before the step is compiled: made inside the compiled step, they would be outputs of one CUDA-graph replay
+        that the next replay overwrites while the cache still holds them."""
+        device = torch.empty(0, device=device).device  # "cuda" as tensors name it: "cuda:0"
+        key = (height, width, channels, device)
+        if key not in self.made:
+            self.made[key] = constants(height, width, channels, self.size, self.kernel_size, device)
+
     def forward(self, images: Tensor) -> Tensor:
         """Crop and flip, then (colour images) colour jitter and grayscale, then (with blur) blur: torchvision's order."""
         batch, channels, height, width = images.shape
         key = (height, width, channels, images.device)
         if key not in self.made:
-            self.made[key] = constants(height, width, channels, self.size, self.kernel_size, images.device)
+            self.prepare(channels, height, width, images.device)
         fixed = self.made[key]
         params = draw(batch, fixed)
         views = resized_crop(images, params.corner, params.box, params.flip, fixed)

@@ -4,7 +4,7 @@ SimCLR's recipe as HCL trains it (Robinson et al., Sec. 5.1 and App. D.1): every
 gives two independently augmented views, the encoder and projection head map both to ``z``, and
 :func:`hcl_cli.objectives.loss.sampler_loss` (the loss of :func:`hcl_cli.objectives.contrastive_loss`)
 scores them under the sampler's negative distribution; Adam with the papers' lr 1e-3 and weight
-decay 1e-6 (:class:`~hcl_cli.optimizer.FlatAdam`). The step makes no host sync: its loss, the
+decay 1e-6 (torch's fused Adam, :func:`~hcl_cli.optimizer.fused_adam`). The step makes no host sync: its loss, the
 gradients' norm and the finite check stay on the device, a non-finite step skips its update there,
 and the epoch loop reads the results later (:class:`~hcl_cli.modality.StepResult`). At
 ``--precision bf16`` (``auto``: on CUDA; :mod:`hcl_cli.runtime`) the encoder runs under bf16
@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
-from hcl_cli.image.augment import build_augmentation, resolve_recipe
+from hcl_cli.image.augment import build_augmentation, prepare_augmentation, resolve_recipe
 from hcl_cli.image.card import DatasetCard
 from hcl_cli.image.momentum import MomentumQueue
 from hcl_cli.image.networks import ContrastiveModel, build_model, resolve_arch
@@ -35,7 +35,7 @@ from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.optimizer import FlatAdam, update_where_finite
+from hcl_cli.optimizer import FusedAdam, fused_adam, update_where_finite
 from hcl_cli.runtime import uses_bf16
 
 
@@ -54,7 +54,7 @@ class TrainingStep:
     network: nn.Module
     model: ContrastiveModel
     augment: nn.Module
-    optimizer: FlatAdam
+    optimizer: FusedAdam
     sampler: str
     context: DistributedContext
     queue: MomentumQueue | None = None
@@ -83,7 +83,13 @@ class TrainingStep:
 
     def __post_init__(self) -> None:
         if self.compiled:
-            self.compiled_train = compiled_step(self.train, self.optimizer, self.context.device)
+            self.spec.load()  # imported now, not inside the compiled step
+            self.spec.load_key_features()
+            torch._dynamo.mark_static_address(self.optimizer.found_inf)  # written in place every step: one address
+            if self.queue is not None:  # likewise
+                for buffer in self.queue.buffers(recurse=False):
+                    torch._dynamo.mark_static_address(buffer)
+            self.compiled_train = compiled_step(self.train, self.context.device)
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``images`` with the sampler options of the current epoch (:meth:`PretrainConfig.loss_options`,
@@ -173,12 +179,14 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
     if bf16:
         model = model.to(memory_format=torch.channels_last)
     augment = build_augmentation(image_size, channels, card.mean, card.std, blur=config.blur, recipe=resolve_recipe(image_size)).to(device)
+    if config.compile:
+        prepare_augmentation(augment, card.image_shape, device)
     learned = nn.ParameterDict(
         {name: nn.Parameter(value) for name, value in config.spec.learned_tensors(config.sampler_options).items()}
     ).to(device)
     if len(learned) and context.world_size > 1:
         raise UsageError(f"learned loss tensors ({', '.join(learned)}) are not supported under torchrun yet: run in one process")
-    optimizer = FlatAdam([*model.parameters(), *learned.parameters()], lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = fused_adam([*model.parameters(), *learned.parameters()], lr=config.lr, weight_decay=config.weight_decay)
     queue = None
     if config.queue_size:
         feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0
@@ -189,15 +197,13 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
 
 
 def compiled_step(
-    train: Callable[[Tensor, Tensor, SamplerOptions], Tensor], optimizer: FlatAdam, device: torch.device
+    train: Callable[[Tensor, Tensor, SamplerOptions], Tensor], device: torch.device
 ) -> Callable[[Tensor, Tensor, SamplerOptions], Tensor]:
-    """``train`` compiled whole by ``torch.compile`` with static shapes: augmentation, forward and loss, backward (the
-    graph that AOTAutograd derives), and the optimizer's update, none of which reads anything back. On CUDA in
-    ``reduce-overhead`` mode: each graph is replayed as a CUDA graph, one launch where eager mode launches every kernel
-    from the host; the optimizer's flat buffers keep their addresses so that its graph, which updates them in place,
-    is one too. The functions the step calls through a cache (constants, masks) are pure, so tracing through the cache,
-    which dynamo warns of, is what they mean."""
-    for buffer in optimizer.flat_buffers:
-        torch._dynamo.mark_static_address(buffer)
+    """``train`` compiled by ``torch.compile`` with static shapes: augmentation, forward and loss, backward (the
+    graph that AOTAutograd derives), and the optimizer's fused update, none of which reads anything back. The one
+    graph break is the backward call itself (``Tensor.backward``: dynamo ends the forward's graph there and the update
+    is the next). On CUDA in ``reduce-overhead`` mode each graph is replayed as a CUDA graph, one launch where eager
+    mode launches every kernel from the host. The functions the step calls through a cache (constants, masks) are
+    pure, so tracing through the cache, which dynamo warns of, is what they mean."""
     warnings.filterwarnings("ignore", message=r".*functools\.lru_cache.*-wrapped function")
     return torch.compile(train, mode="reduce-overhead" if device.type == "cuda" else None, dynamic=False)

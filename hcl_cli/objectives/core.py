@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.kernels import label_pairs, nce_terms, pairs_within, row_logsumexp, tilted_log_mean, unit_rows
+from hcl_cli.objectives.kernels import nce_terms, row_logsumexp, tilted_log_mean, unit_rows
 from hcl_cli.runtime import constant
 
 Objective = Literal["nce", "bcl"]
@@ -193,22 +193,21 @@ class ScoreBatch(abc.ABC):
             raise ValueError("this batch has no labels")
         return self.labels
 
-    def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor]:
-        """The positive pairs ``(i, p)``: each pair's anchor row ``i`` and flat index ``i * m + p``.
-
-        Without ``label_positives``: each anchor and its ``partner`` column (cached). With them
-        (H-SCL): every anchor and every other candidate with the same label, partner included
-        (found with ``nonzero``: device syncs on CUDA).
-        """
+    def positive_pairs(self, label_positives: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The candidate positive pairs ``(i, p)``: anchor rows ``i``, flat indices ``i * m + p``, and which are positives
+        (None: all). Without ``label_positives`` each anchor and its ``partner`` (cached); with them (H-SCL) every pair,
+        flagged where the candidate has the anchor's label and is not the anchor: shapes that need no read-back (no
+        ``nonzero``, no host sync)."""
         if not label_positives:
-            return self.masks.rows, self.masks.partner_pairs
-        return pairs_within(*self.same_label, self.masks.others)
+            return self.masks.rows, self.masks.partner_pairs, None
+        anchors = self.masks.rows.repeat_interleave(self.logits.shape[1])  # an int's repeats: no read-back
+        return anchors, torch.arange(len(anchors), device=anchors.device), (self.same_label & self.masks.others).reshape(-1)
 
     @functools.cached_property
-    def same_label(self) -> tuple[Tensor, Tensor]:
-        """Every (anchor, candidate) pair of one label, self included: rows and flat indices (:func:`~hcl_cli.objectives.kernels.label_pairs`), once
-        per batch for the positives and a supervised sampler's support."""
-        return label_pairs(self.labelled, self.candidate_labels)
+    def same_label(self) -> Tensor:
+        """(n, m) bool: the (anchor, candidate) pairs of one label, self included, once per batch for the positives and a
+        supervised sampler's support."""
+        return self.labelled[:, None] == self.candidate_labels[None, :]
 
 
 class PairBatch(ScoreBatch):
@@ -315,15 +314,14 @@ def contrastive_objective(
 ) -> tuple[Tensor, LossStats]:
     """The loss of the module docstring for a sampler's ``negatives``, and its :class:`LossStats`.
 
-    ``label_positives``: every same-label sample is a positive (else the partner only).
-
-    ``anchor_mask`` (2B,) bool keeps only those anchors' terms in the sum while still dividing by
-    the number of terms over all anchors, so losses over disjoint masks add up to the full loss.
+    ``label_positives``: every same-label sample is a positive (else the partner only). ``anchor_mask`` (2B,) bool
+    keeps only those anchors' terms in the sum while still dividing by the number of terms over all anchors, so losses
+    over disjoint masks add up to the full loss.
     """
     if objective == "jsd":
         raise UsageError("objective jsd is InfoGraph's loss of nodes against graphs (local_global_loss); two views train with nce or bcl")
     log_weights = negatives.log_weights
-    anchors, pairs = batch.positive_pairs(label_positives)
+    anchors, pairs, positive = batch.positive_pairs(label_positives)
     if objective == "bcl":
         expected_cosine = (torch.softmax(log_weights, dim=1) * batch.cosine).sum(dim=1)
         terms = expected_cosine.index_select(0, anchors) - batch.cosine.reshape(-1).index_select(0, pairs)
@@ -338,12 +336,15 @@ def contrastive_objective(
             log_mean = log_mean.index_select(0, anchors)
         debiasing = tau_plus if negatives.debiased else None
         terms = nce_terms(log_mean, positive_logits, batch.num_negatives, debiasing, floor=-1.0 / batch.temperature)
-    if negatives.anchor_valid is None:  # every anchor has negatives: the counts are the shapes'
-        count, none = (constant(value, terms.dtype, terms.device) for value in (len(anchors), 0))
+    if positive is not None:  # the pairs that are not positives count for nothing
+        terms = torch.where(positive, terms, constant(0.0, terms.dtype, terms.device))
+    if negatives.anchor_valid is None:  # every anchor has negatives: the counts are the shapes' (or the positives')
+        count = constant(len(anchors), terms.dtype, terms.device) if positive is None else positive.sum().to(terms.dtype)
         kept_terms = terms if anchor_mask is None else terms * anchor_mask.index_select(0, anchors)
-        return kept_terms.sum() / count, LossStats(terms=count, anchors_without_negatives=none)
+        return kept_terms.sum() / count, LossStats(terms=count, anchors_without_negatives=constant(0, terms.dtype, terms.device))
     valid = negatives.anchor_valid
-    total_terms = valid.index_select(0, anchors).sum()
     kept = valid if anchor_mask is None else valid & anchor_mask
+    valid_pairs = valid.index_select(0, anchors) if positive is None else valid.index_select(0, anchors) & positive
+    total_terms = valid_pairs.sum()
     loss = (terms * kept.index_select(0, anchors)).sum() / total_terms.clamp(min=1)
     return loss, LossStats(terms=total_terms, anchors_without_negatives=(~valid).sum())

@@ -33,17 +33,15 @@ from torch import Tensor
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, uniform_on
 from hcl_cli.objectives.hcl import tilted_weights
-from hcl_cli.objectives.kernels import label_runs
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
 def different_label_support(batch: ScoreBatch) -> tuple[Callable[[Tensor], Tensor], Tensor, Tensor]:
-    """The support of the different-label candidates, as ``exclude`` (a new (n, m) matrix, returned with ``-inf`` off
+    """The support of the different-label candidates, as ``exclude`` (an (n, m) matrix, returned with ``-inf`` off
     the support), which anchors have any, and the log of each anchor's number of them.
 
-    ``exclude`` writes ``-inf`` at the batch's same-label pairs (self included; the pairs of the
-    positives, :attr:`~hcl_cli.objectives.core.ScoreBatch.same_label`, found once per batch), so
-    that only those pairs are touched, not the whole (n, m) matrix. Every anchor's label is among
+    ``exclude`` writes ``-inf`` at the batch's same-label pairs (self included; the mask of the
+    positives, :attr:`~hcl_cli.objectives.core.ScoreBatch.same_label`, found once per batch). Every anchor's label is among
     the candidates' (its own key or row; a node's own graph), so an anchor has no different-label
     candidate exactly when all candidates share one label: validity is one flag for the batch.
     Such a batch keeps every candidate (0 is written instead of ``-inf``): finite placeholder rows,
@@ -51,12 +49,12 @@ def different_label_support(batch: ScoreBatch) -> tuple[Callable[[Tensor], Tenso
     """
     labels, candidates = batch.labelled, batch.candidate_labels
     has_negatives = (candidates != candidates[0]).any()
-    _, same = batch.same_label
+    same = batch.same_label
     fill = torch.where(has_negatives, -math.inf, 0.0).to(batch.compute_dtype)
-    sizes = len(candidates) - torch.where(has_negatives, label_runs(labels, candidates)[2], 0)
+    sizes = len(candidates) - torch.where(has_negatives, same.sum(dim=1), 0)
 
     def exclude(matrix: Tensor) -> Tensor:
-        return matrix.view(-1).index_fill_(0, same, fill).view_as(matrix)
+        return torch.where(same, fill, matrix)  # not masked_fill: its tensor value is read on the host
 
     return exclude, has_negatives.expand(len(labels)), sizes.to(batch.compute_dtype).log()
 
@@ -87,6 +85,6 @@ def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeight
     exclude, anchor_valid, _ = different_label_support(batch)
     cosine = exclude(batch.cosine.detach().clone())
     reached = cosine.amax(dim=1, keepdim=True) >= options.threshold
-    support = cosine >= torch.where(reached, cosine.new_tensor(options.threshold), torch.finfo(cosine.dtype).min)
+    support = cosine >= torch.where(reached, cosine.new_full((), options.threshold), torch.finfo(cosine.dtype).min)
     sizes = support.sum(dim=1, dtype=torch.int32)
     return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid, log_normaliser=sizes.to(batch.compute_dtype).log())

@@ -50,15 +50,18 @@ def jsd_objective(batch: ScoreBatch, negatives: NegativeWeights, *, label_positi
     """
     q = torch.softmax(negatives.log_weights, dim=1)
     negative_softplus = (q * F.softplus(batch.logits)).sum(dim=1)
-    anchors, pairs = batch.positive_pairs(label_positives)
+    anchors, pairs, positive = batch.positive_pairs(label_positives)
     positive_logits = batch.logits.reshape(-1).index_select(0, pairs)
     if negatives.debiased:
-        positive_softplus = torch.zeros_like(negative_softplus).index_add_(0, anchors, F.softplus(positive_logits))
-        positives_per_anchor = torch.bincount(anchors, minlength=batch.num_anchors).to(positive_softplus)
+        weights = torch.ones_like(positive_logits) if positive is None else positive.to(positive_logits.dtype)
+        positive_softplus = torch.zeros_like(negative_softplus).index_add_(0, anchors, F.softplus(positive_logits) * weights)
+        positives_per_anchor = torch.zeros_like(negative_softplus).index_add_(0, anchors, weights)
         corrected = negative_softplus - tau_plus * positive_softplus / positives_per_anchor
         negative_softplus = (corrected / (1.0 - tau_plus)).clamp(min=0.0)
     valid = torch.ones_like(batch.masks.rows, dtype=torch.bool) if negatives.anchor_valid is None else negatives.anchor_valid
     valid_pairs = valid.index_select(0, anchors)
+    if positive is not None:
+        valid_pairs = valid_pairs & positive
     terms, valid_anchors = valid_pairs.sum(), valid.sum()
     expected_negative = ((negative_softplus - LOG_2) * valid).sum() / valid_anchors.clamp(min=1)
     expected_positive = ((LOG_2 - F.softplus(-positive_logits)) * valid_pairs).sum() / terms.clamp(min=1)

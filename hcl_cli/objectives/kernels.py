@@ -1,5 +1,4 @@
-"""The loss's kernels: autograd Functions whose gradients are written out, cached constants, and the index arithmetic of
-same-label pairs.
+"""The loss's kernels: autograd Functions whose gradients are written out, and cached constants.
 
 :func:`~hcl_cli.objectives.core.contrastive_objective` and :class:`~hcl_cli.objectives.core.PairBatch`
 are written with them. Each Function computes the plain torch expression it replaces, in the same
@@ -182,42 +181,3 @@ def nce_terms(log_mean: Tensor, positive_logits: Tensor, num_negatives: int, tau
     """(n,) :class:`NceTerms` for ``M = num_negatives``: debiased with ``tau_plus`` and ``floor`` (``-1/t``), or plain when
     ``tau_plus`` is None."""
     return NceTerms.apply(log_mean, positive_logits, num_negatives, tau_plus, floor)
-
-
-def label_runs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The candidates' stable order by label, and for each anchor where its label's run starts in that order and its length
-    (how many candidates share the anchor's label), without an (n, m) comparison."""
-    order = torch.argsort(candidate_labels, stable=True)
-    sorted_labels = candidate_labels.index_select(0, order)
-    start = torch.searchsorted(sorted_labels, labels)
-    return order, start, torch.searchsorted(sorted_labels, labels, right=True) - start
-
-
-def label_pairs(labels: Tensor, candidate_labels: Tensor) -> tuple[Tensor, Tensor]:
-    """Every pair ``(i, j)`` with ``labels[i] == candidate_labels[j]``, in row-major order: each pair's row and flat
-    index ``i * m + j``, as ``nonzero`` of the (n, m) equality would give them.
-
-    Built from the candidates sorted by label (each anchor's same-label candidates are one run of
-    that order, a stable sort keeping them in column order), so only the pairs themselves are
-    touched, not the whole (n, m) matrix.
-    """
-    columns = candidate_labels.shape[0]
-    order, start, counts = label_runs(labels, candidate_labels)
-    total = int(counts.sum())
-    rows = torch.repeat_interleave(torch.arange(len(labels), device=labels.device), counts, output_size=total)
-    first = torch.cumsum(counts, dim=0) - counts
-    offsets = torch.arange(total, device=labels.device) + (start - first).index_select(0, rows)
-    return rows, rows * columns + order.index_select(0, offsets)
-
-
-def pairs_within(rows: Tensor, pairs: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
-    """The pairs (rows and flat indices, as :func:`label_pairs` gives them) where ``others`` (n, m) is true, in the same order;
-    ``others`` is read at those pairs only."""
-    kept = others.reshape(-1).index_select(0, pairs).nonzero().squeeze(1)
-    return rows.index_select(0, kept), pairs.index_select(0, kept)
-
-
-def same_label_pairs(labels: Tensor, candidate_labels: Tensor, others: Tensor) -> tuple[Tensor, Tensor]:
-    """The pairs ``(i, j)`` with ``labels[i] == candidate_labels[j]`` and ``others[i, j]``, in row-major order:
-    each pair's row and flat index ``i * m + j`` (:func:`label_pairs`, :func:`pairs_within`)."""
-    return pairs_within(*label_pairs(labels, candidate_labels), others)

@@ -50,22 +50,17 @@ from hcl_cli.objectives.sampler_options import SamplerOptions
 def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
     """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
-    Sinkhorn-Knopp (Cuturi 2013): at most ``iterations`` rounds of the column update then the row
-    update, the order of POT's ``ot.sinkhorn``, from the row scaling 1, so the rows sum to exactly
-    1/n and the columns to 1/m up to the convergence error, and the coupling after k rounds is POT's
-    after k iterations (``stopThr=0``) to rounding. It stops early once a round changes the row
-    potentials (``log u``) by less than the square root of the machine epsilon (3e-4 in float32,
-    1.5e-8 in float64), i.e. once the marginals hold to that relative error; float32 rounding keeps
-    the potentials from settling much below ~1e-5. ``+inf`` costs get zero mass.
-
-    The rounds run on scaling vectors against a kernel stabilised by absorbed potentials
-    (:class:`StabilisedKernel`; Schmitzer 2019, "Stabilized sparse scaling algorithms for entropy
-    regularized transport problems", Sec. 3.2): a round costs two matrix-vector products instead
-    of two ``logsumexp`` passes over the matrix, and is as exact as the log-domain iteration at any
-    ``epsilon`` and range of costs (unnormalised node and graph embeddings at epsilon 0.05 too).
-    Kernel entries below ``tiny`` count as zero (:class:`StabilisedKernel`'s bound), so the rounds
-    run with subnormals flushed (:func:`subnormals_flushed`) and the kernel is exponentiated by
-    :func:`exp_flushed`.
+    Sinkhorn-Knopp (Cuturi 2013) in the log domain: ``iterations`` rounds of the column update then
+    the row update, the order of POT's ``ot.sinkhorn``, from the row potential 0, so the rows sum to
+    exactly 1/n and the columns to 1/m up to the convergence error, and the coupling after k rounds
+    is POT's ``sinkhorn_log`` after k iterations (``stopThr=0``) to rounding, at any ``epsilon`` and
+    range of costs. It stops once a round changes the row potentials by less than the square root
+    of the machine epsilon (3e-4 in float32, 1.5e-8 in float64), i.e. once the marginals hold to
+    that relative error; float32 rounding keeps the potentials from settling much below ~1e-5. The
+    stop is decided on the device: the later rounds still run and keep the potentials as they are,
+    so nothing is read back (a host sync per round would stall the device). ``+inf`` costs get
+    zero mass. Kernel entries below ``tiny`` count as zero, so the rounds run with subnormals
+    flushed (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`.
     """
     with subnormals_flushed():
         return _sinkhorn_rounds(cost, epsilon, iterations)
@@ -76,10 +71,9 @@ def subnormals_flushed() -> Iterator[None]:
     """Flush subnormal floats to zero on the CPU for the block, then restore the default.
 
     At small ``epsilon`` most kernel entries underflow into the subnormal range, where every
-    multiply costs the CPU a microcode assist, so the matrix-vector products of a round slow down
-    many times over (benchmarks/results/ot_subnormals.json, ``matvec``). The exactness bound already
-    treats entries below ``tiny`` as lost, and on the couplings of MUTAG training at epsilon 0.05 the
-    result was bitwise the same.
+    multiply costs the CPU a microcode assist, so the sums of a round slow down many times over
+    (benchmarks/results/ot_subnormals.json). An entry below ``tiny`` is below float resolution
+    next to a row's or column's largest entry, which is 1 in every ``logsumexp``.
     """
     flushing = torch.set_flush_denormal(True)
     try:
@@ -97,7 +91,7 @@ def exp_flushed(exponent: Tensor) -> Tensor:
     epsilon almost every kernel entry underflows: the exponents whose exp is below ``tiny`` are set
     to ``-inf`` first (exp's fast path gives it zero), in one thresholding pass. With subnormals flushed this is ``torch.exp`` as every later
     operation reads it (a subnormal result reads as zero); without, it drops the subnormal results,
-    which :class:`StabilisedKernel`'s bound already counts as lost. NaN stays NaN.
+    below the dtype's resolution of a sum whose largest term is 1. NaN stays NaN.
     """
     return F.threshold(exponent, _UNDERFLOWING_EXPONENT[exponent.dtype], -math.inf).exp_()
 
@@ -124,82 +118,22 @@ _UNDERFLOWING_EXPONENT = {
 
 
 def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
-    """The body of :func:`sinkhorn_log_coupling`."""
-    kernel = StabilisedKernel(-cost / epsilon)
+    """The body of :func:`sinkhorn_log_coupling`: the rounds move ``log P = log K + f + g`` itself by each update of the
+    potentials, whose steps shrink as it converges, so the entries that carry mass stay near ``log(1/(n m))``, where
+    float32 resolves them finely, rather than being sums of potentials of hundreds (a log-kernel spanning e^600)."""
+    log_coupling = -cost / epsilon
+    rows, columns = log_coupling.shape
+    log_row_marginal, log_column_marginal = -math.log(rows), -math.log(columns)
     tolerance = math.sqrt(torch.finfo(cost.dtype).eps)
-    row_potential = torch.zeros(cost.shape[0], dtype=cost.dtype, device=cost.device)
+    zero = torch.zeros((), dtype=cost.dtype, device=cost.device)
+    settled = torch.zeros((), dtype=torch.bool, device=cost.device)
     for _ in range(iterations):
-        kernel.update_columns()
-        updated = kernel.update_rows()
-        change = torch.linalg.vector_norm(updated - row_potential, math.inf)
-        row_potential = updated
-        if change < tolerance:
-            break
-    return kernel.log_coupling()
-
-
-class StabilisedKernel:
-    """Sinkhorn's state as absorbed potentials ``f``, ``g`` and scalings ``u``, ``v`` (Schmitzer 2019, Alg. 2).
-
-    The log potentials of the iteration are ``f + log u`` (rows) and ``g + log v`` (columns); the
-    kernel ``K_ij = exp(log K_ij + f_i + g_j)`` is kept exponentiated, so an update is a product
-    with a vector: ``v = b / (K^T u)``, ``u = a / (K v)``, the log-domain updates
-    ``g + log v = log b - logsumexp_i(log K_ij + f_i + log u_i)`` (and the rows' likewise) exactly.
-
-    Exactness: entries of K below the dtype's ``tiny`` are lost, at most ``n tiny e^tau`` per sum
-    while the other side's scaling is at most ``e^tau``; a new scaling within ``e^{+-tau}`` means
-    its sums are at least ``marginal e^-tau``, so the relative error is at most
-    ``n m tiny e^{2 tau}``, which :attr:`bound` keeps below the machine epsilon (tau ~ 27 in
-    float32, ~330 in float64). A scaling past the bound (or not finite, as when ``epsilon`` is tiny
-    or the costs span thousands of epsilons and one update moves the potentials that far) is
-    recomputed by ``logsumexp`` in the log domain and absorbed into its potential, and the kernel
-    is rebuilt around the new potentials: then its entries are at most 1 again.
-    """
-
-    def __init__(self, log_kernel: Tensor) -> None:
-        self.log_kernel = log_kernel
-        rows, columns = log_kernel.shape
-        info = torch.finfo(log_kernel.dtype)
-        self.bound = 0.5 * (math.log(info.eps) - math.log(rows * columns) - math.log(info.tiny))
-        self.log_row_marginal, self.log_column_marginal = -math.log(rows), -math.log(columns)
-        self.f = torch.zeros(rows, dtype=log_kernel.dtype, device=log_kernel.device)
-        largest = log_kernel.amax(dim=0)
-        self.g = -torch.where(torch.isfinite(largest), largest, 0.0)
-        """The start: column maxima absorbed (any g is; POT's first update reads only u = 1), so K's entries are at most 1."""
-        self.kernel = exp_flushed(log_kernel + self.g[None, :])
-        self.u = torch.ones_like(self.f)
-        self.v = torch.ones_like(self.g)
-
-    def update_columns(self) -> None:
-        """``v = b / (K^T u)``; by ``logsumexp``, absorbed, where that leaves the bound."""
-        log_v = self.log_column_marginal - torch.log(self.u @ self.kernel)
-        if not bool(torch.linalg.vector_norm(log_v, math.inf) <= self.bound):
-            self.f = self.f + self.u.log()
-            self.g = self.log_column_marginal - logsumexp_flushed(self.log_kernel + self.f[:, None], dim=0)
-            self.rebuild()
-            return
-        self.v = log_v.exp()
-
-    def update_rows(self) -> Tensor:
-        """``u = a / (K v)``; by ``logsumexp``, absorbed, where that leaves the bound. Returns the row potentials ``f + log u``."""
-        log_u = self.log_row_marginal - torch.log(self.kernel @ self.v)
-        if not bool(torch.linalg.vector_norm(log_u, math.inf) <= self.bound):
-            self.g = self.g + self.v.log()
-            self.f = self.log_row_marginal - logsumexp_flushed(self.log_kernel + self.g[None, :], dim=1)
-            self.rebuild()
-            return self.f
-        self.u = log_u.exp()
-        return self.f + log_u
-
-    def rebuild(self) -> None:
-        """Exponentiate the kernel around the current potentials; the scalings start again at 1."""
-        self.kernel = exp_flushed(self.log_kernel + self.f[:, None] + self.g[None, :])
-        self.u = torch.ones_like(self.f)
-        self.v = torch.ones_like(self.g)
-
-    def log_coupling(self) -> Tensor:
-        """log P = log K + (f + log u) + (g + log v), in the log domain (entries below ``tiny`` keep their value)."""
-        return self.log_kernel + (self.f + self.u.log())[:, None] + (self.g + self.v.log())[None, :]
+        column_step = log_column_marginal - logsumexp_flushed(log_coupling, dim=0)
+        log_coupling = log_coupling + torch.where(settled, zero, column_step)[None, :]
+        row_step = log_row_marginal - logsumexp_flushed(log_coupling, dim=1)
+        log_coupling = log_coupling + torch.where(settled, zero, row_step)[:, None]
+        settled = settled | (torch.linalg.vector_norm(row_step, math.inf) < tolerance)
+    return log_coupling
 
 
 def transport_cost(batch: ScoreBatch, options: SamplerOptions) -> Tensor:

@@ -13,7 +13,6 @@ This module imports nothing heavy: the CLI reads it to build ``--help``.
 
 from __future__ import annotations
 
-import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -171,11 +170,17 @@ def linear_threshold(options: Mapping[str, Any], epoch: int, epochs: int) -> dic
     return {"threshold": threshold_at(options["threshold_start"], options["threshold_end"], epoch, epochs)}
 
 
-@functools.cache
+LOADED: dict[str, Callable[..., Any]] = {}
+"""The functions :func:`entry_point` has looked up, by name."""
+
+
 def entry_point(name: str) -> Callable[..., Any]:
-    """The function ``"module:function"`` names (imports its module on first use; looked up once)."""
-    module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
+    """The function ``"module:function"`` names (imports its module on first use; looked up once). A plain dict, not
+    ``functools.cache``: ``torch.compile`` reads the dict, where it would trace through a cache into ``importlib``."""
+    if name not in LOADED:
+        module, _, function = name.partition(":")
+        LOADED[name] = getattr(importlib.import_module(module), function)
+    return LOADED[name]
 
 
 @dataclass(frozen=True)

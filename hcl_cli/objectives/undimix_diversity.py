@@ -44,6 +44,13 @@ def candidate_views(batch: PairBatch) -> tuple[Tensor, Tensor]:
     return views, torch.stack([first, second])
 
 
+def view_sums(candidates: Tensor, views: Tensor) -> Tensor:
+    """(2, d) the sum of each view's candidates, as one product with the (2, 2B + K) view indicator (no boolean index,
+    whose size would be read back from the device)."""
+    indicator = views[None, :] == torch.arange(2, device=views.device)[:, None]
+    return indicator.to(candidates.dtype) @ candidates
+
+
 def images_by_candidates(batch: PairBatch) -> Tensor:
     """(2B, 2B + K) the cosine of each anchor's image in the anchor's view (the anchor in-batch, its key with a queue) with each candidate."""
     return batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ batch.candidates.T
@@ -64,8 +71,7 @@ def negative_view_diversity(batch: PairBatch) -> Tensor:
     """
     candidates = batch.candidates
     views, _ = candidate_views(batch)
-    view_sums = torch.stack([candidates[views == view].sum(dim=0) for view in (0, 1)])
-    own_view = (view_sums @ candidates.T).gather(0, views[None, :])[0] - (candidates * candidates).sum(dim=1)
+    own_view = (view_sums(candidates, views) @ candidates.T).gather(0, views[None, :])[0] - (candidates * candidates).sum(dim=1)
     count = images_per_view(batch)
     first, second = images_by_candidates(batch).view(2, batch.batch_size, -1)
     anchor_image = torch.where(views[None, :] == 1, second, first)
@@ -82,10 +88,9 @@ def anchor_view_diversity(batch: PairBatch) -> Tensor:
     """
     candidates = batch.candidates
     views, twins = candidate_views(batch)
-    view_sums = torch.stack([candidates[views == view].sum(dim=0) for view in (0, 1)])
     own_image = (candidates[None, :, :] * candidates[twins]).sum(dim=2)
     count = images_per_view(batch)
-    by_view = 1.0 - (view_sums @ candidates.T - own_image) / count
+    by_view = 1.0 - (view_sums(candidates, views) @ candidates.T - own_image) / count
     rows_by_candidates = images_by_candidates(batch)
     halves = rows_by_candidates.view(2, batch.batch_size, -1)
     return torch.add(by_view[:, None, :], halves, alpha=1.0 / count).view_as(rows_by_candidates)

@@ -215,8 +215,7 @@ def train_one_epoch(
     after saving a checkpoint when a signal came.
     """
     config, context = training.config, training.context
-    order = epoch_order(len(training.samples), config.seed, epoch).to(training.samples.device)
-    batches = context.shard_batches(order, config.batch_size, training.keep_last_batch)
+    batches = context.shard_batches(epoch_order_on(training.samples, config.seed, epoch), config.batch_size, training.keep_last_batch)
     steps = len(batches)
     last = steps if not config.max_steps else min(steps, config.max_steps - epoch * steps)
     progress = tqdm(
@@ -265,6 +264,12 @@ def add_results(training: TrainingRun, results: Sequence[StepResult], epoch: int
         totals.add(values)
         loss = values.loss
     return loss
+
+
+def epoch_order_on(samples: Samples, seed: int, epoch: int) -> Tensor:
+    """:func:`epoch_order` where ``samples[index]`` takes its index: ``samples.index_device`` where they name one (graphs
+    batch on the host), else their device, so that no step copies its batch's indices back (a host sync on a GPU)."""
+    return epoch_order(len(samples), seed, epoch).to(getattr(samples, "index_device", samples.device))
 
 
 def epoch_order(size: int, seed: int, epoch: int) -> Tensor:
