@@ -92,8 +92,10 @@ if [ "$BUDGET" -gt "$DEFAULT_BUDGET" ]; then  # a wider budget widens every box 
   done
   INSTALL_SECONDS=$((INSTALL_SECONDS * BUDGET / DEFAULT_BUDGET))
 fi
-BOXED=0
-for entry in "${BOXES[@]}"; do BOXED=$((BOXED + ${entry#*=})); done
+BOXED=0  # the boxes of the parts that run
+for entry in "${BOXES[@]}"; do
+  [[ ",$PARTS," == *",${entry%%=*},"* ]] && BOXED=$((BOXED + ${entry#*=}))
+done
 if [ "$PLAN" = 1 ] || [ $((BOXED + INSTALL_SECONDS)) -gt "$BUDGET" ]; then
   echo "time boxes: ${BOXES[*]} (sum $BOXED s) + install $INSTALL_SECONDS s against a budget of $BUDGET s; official and accuracy get what is left"
   if [ $((BOXED + INSTALL_SECONDS)) -gt "$BUDGET" ]; then
