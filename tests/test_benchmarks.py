@@ -37,6 +37,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_knn_memory": ["--device", "cpu", "--bank", "5000", "--queries", "100"],
     "bench_linear": ["--train", "500", "--test", "100"],
     "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
+    "bench_optimizer": ["--repeats", "1", "--warmup", "0", "--no-write"],
     "bench_option_resolution": ["--repeats", "2", "--warmup", "1"],
     "bench_ot_subnormals": ["--size", "8", "--elements", "1024", "--repeats", "1"],
     "bench_preset_estimate": ["--presets", "hcl-mutag-beta1", "--repeats", "1"],
@@ -50,6 +51,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "reproduce": ["--name", "smoke", "--work", "{work}", "--device", "cpu", "--prepare", "dataset=digits,test_fraction=0.5"]
     + ["--set", "ucl:sampler=ucl", "--all", "arch=small_cnn,batch_size=64,max_steps=2,linear.epochs=5"],
     # Import and argument parsing only: minutes of work, or what they need is not here.
+    "cuda_syncs": None,  # needs CUDA (on a CPU nothing reports syncs): tests/test_step_counts.py counts them here
     "bench_augment": None,  # engineer A's (issue 28): tests/test_augment.py
     "bench_dvc_repro": None,  # dvc repro of two commits, minutes
     "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers
