@@ -37,7 +37,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_knn_memory": ["--device", "cpu", "--bank", "5000", "--queries", "100"],
     "bench_linear": ["--train", "500", "--test", "100"],
     "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
-    "bench_optimizer": ["--repeats", "1", "--warmup", "0", "--no-write"],
+    "bench_optimizer": ["--repeats", "1", "--warmup", "0"],
     "bench_option_resolution": ["--repeats", "2", "--warmup", "1"],
     "bench_ot_subnormals": ["--size", "8", "--elements", "1024", "--repeats", "1"],
     "bench_preset_estimate": ["--presets", "hcl-mutag-beta1", "--repeats", "1"],

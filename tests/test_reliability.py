@@ -142,7 +142,7 @@ def test_outputs_never_replace_an_artifact_of_another_kind(tmp_path: Path) -> No
     save_metrics(tmp_path / "knn.json", EvaluationMetrics(0.5, 0.9, 10, {"k": 5}), "knn-eval")
     (tmp_path / "notes.json").write_text("my notes")
     for name, found in [
-        ("encoder.json", "a file hcl has no record of writing"),
+        ("encoder.json", f"the sidecar of {tmp_path / 'encoder.safetensors'}"),
         ("card.json", "a file hcl has no record of writing"),
         ("metrics.json", "a file hcl has no record of writing"),
         ("notes.json", "a file hcl has no record of writing"),
