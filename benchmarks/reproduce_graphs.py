@@ -22,6 +22,12 @@ names' results files: parts of one table run in parallel (``--name part_a --data
 part_b --datasets ptc``), then joined by one more invocation with every dataset and method. The order is seed-major, so a partial table
 has every method on the same seeds; ot runs come last (``--methods`` order otherwise).
 
+``--protocol`` (:data:`PROTOCOLS`, docs/protocol-graphs.md) applies to every row of an invocation, ucl and the untrained
+encoder included, so that the paired differences compare encoders that saw the same graphs: ``inductive`` (the default)
+pretrains seed s without fold s of one seeded 10-fold split and scores that fold (ten seeds score every graph once);
+``transductive`` pretrains on every graph and cross-validates over all (under scl and hscl the encoder saw the test labels).
+Every run records the commit it ran at (``+dirty`` when the tree differed) and its environment (machine and versions).
+
 Methods: ``ucl`` (UCL = InfoGraph), ``hucl`` (H-UCL = HCL), ``scl``, ``hscl`` (H-SCL(beta)),
 ``ot-eps0.05`` ... ``ot-eps1`` (HCL-OT), ``hucl-beta2``, ``hucl-beta10``, ``hscl-beta2``,
 ``hscl-beta10`` (the rest of the tables' beta grid), ``fig3-beta0`` ... ``fig3-beta10`` (HCL Fig. 3,
@@ -66,17 +72,31 @@ from benchmarks.common import ROOT, load_average, write_result
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PrepareConfig, PretrainConfig
 from hcl_cli.distributed import DistributedContext
-from hcl_cli.graph.modality import GRAPHS
-from hcl_cli.graph.svm import svm_protocol
+from hcl_cli.graph.modality import GRAPHS, GraphSamples
+from hcl_cli.graph.svm import PAPER_FOLDS, heldout_svm, inductive_fold, svm_protocol
 from hcl_cli.presets import graphs as presets
+from hcl_cli.provenance import code_state
 from hcl_cli.stages import prepare
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
+from hcl_cli.versions import installed
 
 STOPPED_BY_BUDGET = 75
 TU_ARCHIVE = ROOT.parent / "shared" / "datasets" / "tu.tar.gz"
 OFFICIAL = "@official"
+PROTOCOLS = ("inductive", "transductive")
+"""How a run's encoder and SVM meet the labels (docs/protocol-graphs.md): ``inductive``, run seed s pretrains on the
+graphs outside fold s of one seeded 10-fold split (:func:`~hcl_cli.graph.svm.inductive_fold`), fits the SVM on their
+embeddings and scores fold s; ``transductive``, every graph is pretrained on (with its label, under a sampler that reads
+labels) and the SVM cross-validates over all of them: a results file without a ``protocol`` was run so."""
+TRANSDUCTIVE_LABELS = "transductive: the encoder saw the test labels"
+VERSIONS = ("torch", "numpy", "scipy", "scikit-learn", "hcl")
+SVM_TEXT = {
+    "transductive": "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search",
+    "inductive": "evaluate_embedding.py's fold: seed s's SVM fitted on the graphs outside fold s of one 10-fold split seeded by 0 "
+    "(those it pretrained on), C in {1e-3..1e3} by 5-fold search, scored on fold s",
+}
 GROUPS: dict[str, tuple[str, ...]] = {
     "table2": ("ucl", "hucl", "hucl@official", "scl", "hscl"),
     "table5": ("ucl", "hucl", "hucl@official", "ot-eps0.05", "ot-eps0.1", "ot-eps0.5", "ot-eps1"),
@@ -194,20 +214,46 @@ def train_encoder(
     return model
 
 
-def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int) -> dict[str, Any]:
-    """The SVM protocol (seeded by ``seed``) on the frozen graph embeddings of every graph."""
+def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int, held_out: np.ndarray | None = None) -> dict[str, Any]:
+    """The SVM protocol (seeded by ``seed``) on the frozen graph embeddings of every graph; with ``held_out`` (the
+    inductive protocol) the SVM fitted on the other graphs' embeddings and scored on those graphs'."""
     embeddings, _ = GRAPHS.embed(model, None, data.samples, batch_size, "embed")
-    result = svm_protocol(embeddings.numpy(), data.labels.numpy(), seed=seed)
-    return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0]}
+    x, y = embeddings.numpy(), data.labels.numpy()
+    if held_out is None:
+        result = svm_protocol(x, y, seed=seed)
+        return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0]}
+    training = np.setdiff1d(np.arange(len(y)), held_out)
+    fold = heldout_svm(x[training], y[training], x[held_out], y[held_out])
+    return {"accuracy": 100 * fold.accuracy, "fold": seed % PAPER_FOLDS, "held_out": len(held_out), "chosen_c": [fold.c]}
 
 
-def run_one(values: dict[str, Any], seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool = True) -> dict[str, Any]:
-    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed)."""
+def training_part(data: Prepared, seed: int, held_out: np.ndarray | None = None) -> tuple[Prepared, np.ndarray]:
+    """The inductive protocol's run ``seed``: the graphs it pretrains on (those outside its held-out fold, with their
+    labels) and the held-out graphs' positions in ``data`` (:func:`~hcl_cli.graph.svm.inductive_fold`, or ``held_out``)."""
+    if held_out is None:
+        held_out = inductive_fold(data.labels.numpy(), seed)[1]
+    kept = torch.from_numpy(np.setdiff1d(np.arange(len(data.labels)), held_out))
+    return Prepared(data.folder, data.card, GraphSamples(data.samples.batcher, data.samples.indices[kept]), data.labels[kept]), held_out
+
+
+def run_one(
+    values: dict[str, Any],
+    seed: int,
+    epochs: int | None,
+    data: Prepared,
+    scratch: Path,
+    *,
+    train: bool = True,
+    protocol: str = "transductive",
+) -> dict[str, Any]:
+    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed) under ``protocol``
+    (:data:`PROTOCOLS`)."""
     config = PretrainConfig(**{**values, **({"epochs": epochs} if epochs else {})}, seed=seed, data=str(data.folder), device="cpu")
+    training, held_out = training_part(data, seed) if protocol == "inductive" else (data, None)
     start = time.perf_counter()
-    model = train_encoder(config, data, scratch, train=train)
+    model = train_encoder(config, training, scratch, train=train)
     trained = time.perf_counter()
-    figures = evaluate(model, data, seed, config.batch_size)
+    figures = evaluate(model, data, seed, config.batch_size, held_out)
     done = time.perf_counter()
     return {**figures, "train_seconds": round(trained - start, 3), "eval_seconds": round(done - trained, 3), "load": load_average()}
 
@@ -250,11 +296,11 @@ def summary(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]], epochs: Any) -> dict[str, Any]:
+def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]], epochs: Any, protocol: str) -> dict[str, Any]:
     """The runs a results file holds (per seed: the accuracy, and the seconds where it kept them), for the
     methods whose parameters and epochs are those asked for: what a rerun resumes from when the work
     folder's runs.json is gone (a fresh clone has only the committed results file)."""
-    if result.get("epochs") != epochs:
+    if result.get("epochs") != epochs or result.get("protocol", "transductive") != protocol:
         return {}
     runs: dict[str, Any] = {}
     for dataset, rows in methods.items():
@@ -267,19 +313,26 @@ def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]
         if "ucl" in same and "untrained" in stored:
             same["untrained"] = stored["untrained"]
         for name, row in same.items():
-            timings = zip(row.get("train_seconds") or [None] * len(row["seeds"]), row.get("eval_seconds") or [None] * len(row["seeds"]))
-            for seed, accuracy, (train, evaluation) in zip(row["seeds"], row["accuracies"], timings, strict=True):
+            unknown = [None] * len(row["seeds"])
+            timings = zip(row.get("train_seconds") or unknown, row.get("eval_seconds") or unknown)
+            made = zip(row.get("commits") or unknown, row.get("environments") or unknown)
+            for seed, accuracy, (train, evaluation), (commit, environment) in zip(
+                row["seeds"], row["accuracies"], timings, made, strict=True
+            ):
                 runs[f"{dataset}/{name}/{seed}"] = {
                     "accuracy": accuracy,
                     "train_seconds": train,
                     "eval_seconds": evaluation,
+                    "commit": commit,
+                    "environment": environment,
                     "from": "results file",
                 }
     return runs
 
 
-def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: int) -> dict[str, Any]:
-    """The results file's per-dataset rows from the runs done."""
+def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: int, protocol: str) -> dict[str, Any]:
+    """The results file's per-dataset rows from the runs done, each with its protocol and the commit and environment
+    (:func:`run_environment`) of each seed's run (None where the run recorded none)."""
     out = {}
     for dataset, rows in methods.items():
         by = {name: {int(k.rsplit("/", 1)[1]): v for k, v in done.items() if k.rsplit("/", 1)[0] == f"{dataset}/{name}"} for name in rows}
@@ -290,13 +343,60 @@ def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: 
             entries[name] = {
                 "parameters": spec.pretrain,
                 "paper": spec.paper,
+                "protocol": protocol_label(protocol, spec.pretrain),
                 **summary(runs),
+                **made_by(runs),
                 "complete": len(runs) == repeats,
                 "minus_ucl": paired(runs, by["ucl"]) if "ucl" in by and name != "ucl" else None,
                 "minus_untrained": paired(runs, untrained),
             }
-        out[presets.TU_DATASETS[dataset][0]] = {"untrained": summary(untrained), "methods": entries}
+        out[presets.TU_DATASETS[dataset][0]] = {"untrained": summary(untrained) | made_by(untrained), "methods": entries}
     return out
+
+
+def protocol_label(protocol: str, pretrain: dict[str, Any]) -> str:
+    """A row's protocol as the results file and the README name it: a transductive row that reads labels says that
+    the encoder saw the test labels."""
+    reads_labels = PretrainConfig(**pretrain).needs_labels
+    return TRANSDUCTIVE_LABELS if protocol == "transductive" and reads_labels else protocol
+
+
+def made_by(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Per seed (in order) the commit its run ran at (``+dirty`` when the tree differed from it) and its environment's
+    key in the file's ``environments``; ``commit``: the one commit of them all, or ``mixed`` (or None: not recorded)."""
+    commits = [runs[seed].get("commit") for seed in sorted(runs)]
+    distinct = set(commits)
+    return {
+        "commit": next(iter(distinct)) if len(distinct) == 1 else "mixed" if distinct else None,
+        "commits": commits,
+        "environments": [runs[seed].get("environment") for seed in sorted(runs)],
+    }
+
+
+def run_environment() -> dict[str, Any]:
+    """What a run ran on, besides its commit: the machine and the versions of :data:`VERSIONS`."""
+    machine = {key: value for key, value in common.environment()["machine"].items() if key != "node"}
+    return {"machine": machine, "python": common.environment()["python"], "versions": {name: installed(name) for name in VERSIONS}}
+
+
+def environment_key(environment: dict[str, Any]) -> str:
+    """A short stable key of ``environment`` (the results file's ``environments`` maps it back)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(environment, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def relative_command(argv: list[str]) -> str:
+    """The command line with no machine's paths (none in a results file): a path inside the repository relative to its
+    root, an absolute one outside it as ``.../NAME``."""
+
+    def shown(arg: str) -> str:
+        path = Path(arg)
+        if not path.is_absolute():
+            return arg
+        return str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else f".../{path.name}"
+
+    return shlex.join(shown(arg) for arg in argv)
 
 
 README = ROOT / "README.md"
@@ -496,6 +596,13 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1: on a loaded 2-core machine 2 threads made a MUTAG epoch 30x slower)"
     )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="inductive",
+        help="inductive: run seed s pretrains without the graphs of fold s of one seeded 10-fold split and scores that fold; "
+        f"transductive ({TRANSDUCTIVE_LABELS}, under samplers that read labels): every graph, the SVM cross-validating over all",
+    )
     parser.add_argument("--time-budget", type=float, default=0, metavar="SECONDS", help="stop between runs after this long (0: no limit)")
     parser.add_argument(
         "--merge",
@@ -527,16 +634,24 @@ def main() -> None:
     recorded = json.loads(recorded_path.read_text()) if recorded_path.is_file() else {}
     for dataset, rows in methods.items():
         for name, spec in rows.items():
-            key, values = f"{dataset}/{name}", {**spec.pretrain, "epochs": args.epochs or spec.pretrain["epochs"]}
+            key, values = (
+                f"{dataset}/{name}",
+                {**spec.pretrain, "epochs": args.epochs or spec.pretrain["epochs"], "protocol": args.protocol},
+            )
             if recorded.setdefault(key, values) != json.loads(json.dumps(values)):
                 raise SystemExit(f"{work} ran {key} with other parameters (see {recorded_path}): use another --name")
     save_json(recorded_path, recorded)
     done: dict[str, Any] = json.loads(runs_path.read_text()) if runs_path.is_file() else {}
     epochs = args.epochs or "the presets' (200)"
+    environment = run_environment()
+    environments = {environment_key(environment): environment}
+    made = {"commit": code_state()["git_commit"], "environment": environment_key(environment)}  # the code this process loaded
     for name in [*args.merge, args.name]:
         result_path = common.RESULTS / f"reproduce_graph_{name}.json"
         if result_path.is_file():
-            done = {**runs_in_results(json.loads(result_path.read_text()), methods, epochs), **done}
+            stored = json.loads(result_path.read_text())
+            done = {**runs_in_results(stored, methods, epochs, args.protocol), **done}
+            environments = {**stored.get("environments", {}), **environments}
         elif name != args.name:
             raise SystemExit(f"--merge {name}: no {result_path}")
     queue = [
@@ -560,27 +675,37 @@ def main() -> None:
         if dataset not in loaded:
             loaded[dataset] = load_dataset(work, presets.TU_DATASETS[dataset][0], args.tu_archive)
         values = methods[dataset]["ucl" if name == "untrained" else name].pretrain
-        done[key] = run_one(values, seed, args.epochs, loaded[dataset], scratch, train=name != "untrained")
+        done[key] = run_one(values, seed, args.epochs, loaded[dataset], scratch, train=name != "untrained", protocol=args.protocol) | made
         save_json(runs_path, done)
         print(f"{key}: {done[key]['accuracy']:.2f} ({done[key]['train_seconds']:.1f} s train, load {done[key]['load']})", flush=True)
     complete = stopped is None
     log_path = work / "invocations.json"
     invocations = json.loads(log_path.read_text()) if log_path.is_file() else []
-    invocations.append({"command": shlex.join(sys.argv), "seconds": round(time.monotonic() - started, 1), "stopped": stopped})
+    invocations.append(
+        {
+            "command": relative_command(sys.argv),
+            "commit": made["commit"],
+            "seconds": round(time.monotonic() - started, 1),
+            "stopped": stopped,
+        }
+    )
     save_json(log_path, invocations)
     write_result(
         f"reproduce_graph_{args.name}",
         {
             "complete": complete,
-            "work": str(work),
+            "command": relative_command([Path(sys.executable).name, *sys.argv]),
+            "protocol": args.protocol,
+            "work": relative_command([str(work)]),
             "repeats": args.repeats,
             "epochs": args.epochs or "the presets' (200)",
             "threads": args.threads,
-            "svm": "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search",
+            "svm": SVM_TEXT[args.protocol],
             "std": "over seeds, ddof 0 (numpy's default, as the papers' code); intervals: t over the per-seed paired differences",
             "wall_seconds_total": round(sum((r["train_seconds"] or 0) + (r["eval_seconds"] or 0) for r in done.values()), 1),
             "runs_without_seconds": sum(r["train_seconds"] is None for r in done.values()),
-            "datasets": table(methods, done, args.repeats),
+            "datasets": table(methods, done, args.repeats, args.protocol),
+            "environments": {key: environments[key] for key in sorted({run.get("environment") for run in done.values()} - {None})},
             "invocations": invocations,
         },
     )

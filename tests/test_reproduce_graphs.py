@@ -3,6 +3,7 @@ of the paired per-seed differences, and a rerun resumes (runs done are kept, cha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -12,9 +13,11 @@ import torch
 from test_graph_step import write_toy_tu
 
 from benchmarks import common, reproduce_graphs
-from benchmarks.reproduce_graphs import load_dataset, mean_interval, method, paired, train_encoder
+from benchmarks.reproduce_graphs import Prepared, load_dataset, mean_interval, method, paired, train_encoder, training_part
 from hcl_cli.config import PretrainConfig
-from hcl_cli.graph.modality import GRAPHS
+from hcl_cli.graph.batch import GraphBatcher
+from hcl_cli.graph.data import load_prepared_graphs
+from hcl_cli.graph.modality import GRAPHS, GraphSamples
 from hcl_cli.presets import PRESETS
 from hcl_cli.presets.graphs import infograph
 from hcl_cli.stages import pretrain
@@ -36,11 +39,55 @@ def test_the_benchmarks_training_is_hcl_pretrains(tmp_path: Path) -> None:
     assert not torch.equal(untrained.encoder.convs[0].nn[0].weight, ours.encoder.convs[0].nn[0].weight)
 
 
+def relabelled(data: Prepared, labels: torch.Tensor) -> Prepared:
+    """``data`` with every graph's label replaced by ``labels`` (by position), in the batcher's graphs too."""
+    dataset, _ = load_prepared_graphs(data.folder)
+    by_graph = dataset.labels.clone()
+    by_graph[data.samples.indices] = labels
+    batcher = GraphBatcher(dataclasses.replace(dataset, labels=by_graph), "cpu")
+    return Prepared(data.folder, data.card, GraphSamples(batcher, data.samples.indices), labels)
+
+
+def test_under_the_inductive_protocol_no_held_out_label_reaches_pretraining(tmp_path: Path) -> None:
+    data = load_dataset(tmp_path / "work", "TOY", write_toy_tu(tmp_path / "raw"))
+    config = PretrainConfig(
+        **{**method("mutag", "scl").pretrain, "epochs": 2, "batch_size": 16}, seed=3, data=str(data.folder), device="cpu"
+    )
+    training, held_out = training_part(data, config.seed)
+    held_out_graphs = set(data.samples.indices[torch.from_numpy(held_out)].tolist())
+    assert len(held_out) == 4 and not held_out_graphs & set(training.samples.indices.tolist())
+    encoder = train_encoder(config, training, tmp_path / "scratch").state_dict()
+
+    def trained_with(labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        part, _ = training_part(relabelled(data, labels), config.seed, held_out)  # the same fold
+        return train_encoder(config, part, tmp_path / "scratch").state_dict()
+
+    flipped = data.labels.clone()
+    flipped[held_out] = 1 - flipped[held_out]
+    assert all(torch.equal(encoder[name], tensor) for name, tensor in trained_with(flipped).items()), "a held-out label reached the encoder"
+    seen = data.labels.clone()
+    seen[:4] = 1 - seen[:4]  # positions 0..3 hold no held-out graph
+    assert set(held_out.tolist()).isdisjoint(range(4))
+    assert not all(torch.equal(encoder[name], tensor) for name, tensor in trained_with(seen).items()), "scl reads the training labels"
+
+
 def test_intervals_are_t_intervals_of_the_paired_differences() -> None:
     assert mean_interval([1.0, 2.0, 3.0]) == {"mean": 2.0, "ci95": [-0.48, 4.48], "n": 3}  # 2 +- t(0.975, 2) / sqrt(3)
     runs = {0: {"accuracy": 80.0}, 1: {"accuracy": 82.0}, 2: {"accuracy": 84.0}, 3: {"accuracy": 90.0}}
     baseline = {0: {"accuracy": 79.0}, 1: {"accuracy": 80.0}, 2: {"accuracy": 81.0}}
     assert paired(runs, baseline) == {"mean": 2.0, "ci95": [-0.48, 4.48], "n": 3, "seeds": [0, 1, 2]}, "only the seeds both ran"
+
+
+def test_a_transductive_row_that_reads_labels_says_the_encoder_saw_the_test_labels(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 22)
+    result = invoke(
+        monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1", "--protocol", "transductive"
+    )
+    rows = result["datasets"]["MUTAG"]["methods"]
+    assert (result["protocol"], rows["ucl"]["protocol"]) == ("transductive", "transductive")
+    assert rows["scl"]["protocol"] == "transductive: the encoder saw the test labels"
+    with pytest.raises(SystemExit, match="other parameters"):  # the work folder ran the transductive protocol
+        invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1")
 
 
 def test_methods_carry_both_tables_numbers_and_the_official_reading() -> None:
@@ -71,7 +118,7 @@ def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str, name: st
 def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_and_refuses_other_parameters(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 2)  # the tables' batch of 128 fits
+    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 22)  # the tables' batch of 128 fits in 9 of 10 folds
     first = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1")
     second = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "2", "--epochs", "1")
     rows = second["datasets"]["MUTAG"]
@@ -80,6 +127,11 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_an
     assert rows["methods"]["scl"]["minus_ucl"]["seeds"] == [0, 1] and rows["methods"]["scl"]["complete"]
     assert rows["methods"]["scl"]["paper"] == {"H-SCL Table II": "86.9"} and second["complete"]
     assert [len(i["command"]) > 0 for i in second["invocations"]] == [True, True]
+    scl = rows["methods"]["scl"]
+    assert (second["protocol"], scl["protocol"], rows["methods"]["ucl"]["protocol"]) == ("inductive",) * 3
+    assert len(scl["commits"]) == 2 and scl["commit"] == scl["commits"][0] == rows["untrained"]["commits"][1] != None  # noqa: E711
+    assert set(scl["environments"]) == set(second["environments"]) and second["environments"][scl["environments"][0]]["versions"]["torch"]
+    assert str(tmp_path) not in json.dumps(second) and str(common.ROOT) not in json.dumps(second), "a machine's path in the results"
     (tmp_path / "work_toy" / "runs.json").unlink()  # a fresh clone: only the results file is left
     third = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "3", "--epochs", "1")
     resumed = third["datasets"]["MUTAG"]["methods"]["scl"]
@@ -98,7 +150,7 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_an
 def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 2)  # the tables' batch of 128 fits
+    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 22)  # the tables' batch of 128 fits in 9 of 10 folds
     smoke = ("--datasets", "mutag", "--repeats", "1", "--epochs", "1")
     part_a = invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", name="part_a")
     part_b = invoke(monkeypatch, tmp_path, *smoke, "--methods", "hscl", name="part_b")
@@ -112,6 +164,7 @@ def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_ag
     assert rows["scl"]["accuracies"] == part_a["datasets"]["MUTAG"]["methods"]["scl"]["accuracies"]
     assert rows["hscl"]["accuracies"] == part_b["datasets"]["MUTAG"]["methods"]["hscl"]["accuracies"]
     assert rows["hscl"]["minus_ucl"]["seeds"] == [0] and merged["complete"]
+    assert rows["scl"]["commits"] == part_a["datasets"]["MUTAG"]["methods"]["scl"]["commits"], "a merged run keeps its commit"
     with pytest.raises(SystemExit, match="--merge nope"):
         invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", "--merge", "nope")
 
