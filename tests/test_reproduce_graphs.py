@@ -86,6 +86,13 @@ def test_a_transductive_row_that_reads_labels_says_the_encoder_saw_the_test_labe
     rows = result["datasets"]["MUTAG"]["methods"]
     assert (result["protocol"], rows["ucl"]["protocol"]) == ("transductive", "transductive")
     assert rows["scl"]["protocol"] == "transductive: the encoder saw the test labels"
+    table = reproduce_graphs.markdown(result)
+    assert "| MUTAG | scl (transductive: the encoder saw the test labels) | " in table and "| MUTAG | ucl | " in table
+    assert "Not judged here (transductive: the encoder saw the test labels): scl" in table
+    old_file = {**result, "datasets": {"MUTAG": {**result["datasets"]["MUTAG"], "methods": {"scl": {**rows["scl"]}}}}}
+    del old_file["protocol"], old_file["datasets"]["MUTAG"]["methods"]["scl"]["protocol"]  # a file from before the protocols
+    assert "| MUTAG | scl (transductive: the encoder saw the test labels) | " in reproduce_graphs.markdown(old_file)
+    assert "(transductive; `benchmarks/results/reproduce_graph_toy.json`" in reproduce_graphs.readme_section({"toy": old_file})
     with pytest.raises(SystemExit, match="other parameters"):  # the work folder ran the transductive protocol
         invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1")
 

@@ -11,6 +11,11 @@ Differences, each a parameter: the code draws its outer split from an unseeded g
 it once per trained encoder (``range(1)``), where here every split is seeded from ``seed``, so the
 protocol is deterministic, and ``repeats`` re-splits the same embeddings (the papers' 10 repeats
 retrain the encoder from scratch: run this once per trained encoder for those).
+
+The inductive protocol (docs/protocol-graphs.md), for an encoder that read labels in pretraining: one fold of the
+above whose split is given (:func:`heldout_svm`), fitted on the graphs the encoder pretrained on and scored on the
+held-out graphs it never saw; :func:`inductive_fold` draws the tables' split, run seed s holding out fold s of one
+seeded 10-fold split, so that ten seeds score every graph once.
 """
 
 from __future__ import annotations
@@ -218,6 +223,12 @@ def heldout_svm(
             f"the training graphs hold {int(counts.min())} of a class, fewer than the {inner_folds} inner folds of the SVM's search for C"
         )
     return score_fold(x, y, train, test, [float(c) for c in c_grid], inner_folds)
+
+
+def heldout_details(fold: FoldScore, c_grid: Sequence[float], inner_folds: int) -> dict[str, Any]:
+    """What a metrics file records of :func:`heldout_svm` (its ``details.svm``): ``label_protocol: inductive``, the inner
+    folds, the C grid and the chosen C."""
+    return {"label_protocol": "inductive", "inner_folds": inner_folds, "c_grid": [float(c) for c in c_grid], "chosen_c": fold.c}
 
 
 def svm_details(result: SvmResult) -> dict[str, Any]:
