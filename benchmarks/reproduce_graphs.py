@@ -72,6 +72,7 @@ from benchmarks import common
 from benchmarks.common import ROOT, load_average, write_result
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PrepareConfig, PretrainConfig
+from hcl_cli.config.pretrain import LABEL_PROTOCOLS, TRANSDUCTIVE_LABELS
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.graph.modality import GRAPHS, GraphSamples
 from hcl_cli.graph.prepared import SPLITS
@@ -87,12 +88,11 @@ from hcl_cli.versions import installed
 STOPPED_BY_BUDGET = 75
 TU_ARCHIVE = ROOT.parent / "shared" / "datasets" / "tu.tar.gz"
 OFFICIAL = "@official"
-PROTOCOLS = ("inductive", "transductive")
+PROTOCOLS = LABEL_PROTOCOLS
 """How a run's encoder and SVM meet the labels (docs/protocol-graphs.md): ``inductive``, run seed s pretrains on the
 graphs outside fold s of one seeded 10-fold split (:func:`~hcl_cli.graph.svm.inductive_fold`), fits the SVM on their
 embeddings and scores fold s; ``transductive``, every graph is pretrained on (with its label, under a sampler that reads
 labels) and the SVM cross-validates over all of them: a results file without a ``protocol`` was run so."""
-TRANSDUCTIVE_LABELS = "transductive: the encoder saw the test labels"
 VERSIONS = ("torch", "numpy", "scipy", "scikit-learn", "hcl")
 SVM_TEXT = {
     "transductive": "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search",
