@@ -505,7 +505,7 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
     else:
         said = (
             "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph"
-            f"{' (hscl: above scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
+            f"{' (hscl judged against scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
             f"({len(sides['within'])} of {count} within the noise{below}{left_out})"
         )
     labels = rows.get("scl", {}).get("minus_ucl")
