@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import common
 from benchmarks.common import ROOT, write_result
+from hcl_cli.config.pretrain import LABEL_PROTOCOLS
 from hcl_cli.errors import HclError
 from hcl_cli.presets import graphs as presets
 from hcl_cli.stages import table as table_stage
@@ -89,12 +90,21 @@ def rewrite_readme(readme: Path, results: dict[str, dict[str, Any]]) -> None:
 
 
 def results_files() -> dict[str, dict[str, Any]]:
-    """Every ``results/reproduce_graph_NAME.json`` by NAME, but the parts a merge joined into another (``part_*``)."""
-    return {
-        path.stem.removeprefix(PREFIX): json.loads(path.read_text())
-        for path in sorted(common.RESULTS.glob(f"{PREFIX}*.json"))
-        if not path.stem.removeprefix(PREFIX).startswith("part_")
-    }
+    """Every ``results/reproduce_graph_NAME.json`` by NAME, but the parts a merge joined into another (``part_*``, or a
+    name another file's invocations passed to ``--merge``)."""
+    files = {path.stem.removeprefix(PREFIX): json.loads(path.read_text()) for path in sorted(common.RESULTS.glob(f"{PREFIX}*.json"))}
+    joined = [result for name, result in files.items() if not name.startswith("part_")]  # a part may take in the joint file too
+    merged = {part for result in joined for invocation in result.get("invocations", []) for part in merged_parts(invocation)}
+    return {name: result for name, result in files.items() if not name.startswith("part_") and name not in merged}
+
+
+def merged_parts(invocation: dict[str, Any]) -> list[str]:
+    """The names an invocation's command passed to ``--merge`` (the words after it, up to the next option)."""
+    words = str(invocation.get("command", "")).split()
+    if "--merge" not in words:
+        return []
+    after = words[words.index("--merge") + 1 :]
+    return after[: next((index for index, word in enumerate(after) if word.startswith("-")), len(after))]
 
 
 def main() -> None:
@@ -112,6 +122,9 @@ def main() -> None:
         "--threads", type=int, default=1, help="torch threads (1: on a loaded 2-core machine 2 threads made a MUTAG epoch 30x slower)"
     )
     parser.add_argument("--time-budget", type=float, default=0, metavar="SECONDS", help="stop between runs after this long (0: no limit)")
+    parser.add_argument(
+        "--protocol", choices=LABEL_PROTOCOLS, default="inductive", help="how every run meets the labels (hcl table --help)"
+    )
     parser.add_argument("--merge", nargs="+", default=[], metavar="NAME", help="also take the runs of results/reproduce_graph_NAME.json")
     parser.add_argument("--table", action="store_true", help="print the docs table of results/reproduce_graph_NAME.json and exit")
     parser.add_argument(
@@ -144,6 +157,7 @@ def main() -> None:
                     threads=args.threads,
                     time_budget=args.time_budget,
                     merge=tuple(args.merge),
+                    protocol=args.protocol,
                     prefix=PREFIX,
                     writer=write_benchmark_result,
                     markdown_file=False,

@@ -306,6 +306,12 @@ def table(
         typer.Option(help="Also take the runs of OUT/NAME.json of this other part (repeatable): parts run side by side, joined."),
     ] = None,
     threads: Annotated[int, typer.Option(help="Torch threads (1 is fastest for these small models on a shared CPU).")] = 1,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="inductive: seed s pretrains without fold s of one seeded 10-fold split and the SVM scores it (no test label reaches pretraining); transductive: every graph pretrained on, the SVM cross-validates over all (an scl/hscl encoder saw the test labels)."
+        ),
+    ] = "inductive",
     verify: Annotated[
         str | None,
         typer.Option(
@@ -333,6 +339,7 @@ def table(
         threads=threads,
         time_budget=time_budget,
         merge=tuple(merge or ()),
+        protocol=protocol,
     )
     table_stage.run(request)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -47,6 +47,8 @@ class EvalSet:
     embeddings file (its sidecar's, checked on reading) and, when they record it, of their encoder."""
     modality: str = "image"
     """The modality of the embedded samples (:mod:`hcl_cli.modality`; ``image`` in a file written before graphs recorded theirs)."""
+    encoder_config: dict[str, Any] = field(default_factory=dict)
+    """The pretrain configuration of their encoder, as its sidecar records it (empty when the file records none)."""
 
     @property
     def num_classes(self) -> int:
@@ -102,6 +104,7 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
         classes=[str(name) for name in classes],
         scored={"embeddings": sidecar["sha256"], **{role: made_from[role] for role in ("encoder",) if role in made_from}},
         modality=str(sidecar.get("modality", "image")),
+        encoder_config=dict(encoder["config"]) if isinstance(encoder, dict) and isinstance(encoder.get("config"), dict) else {},
     )
 
 

@@ -144,9 +144,10 @@ class Modality(Protocol):
     def check_trainable(self, card: Any, folder: str) -> None:
         """One-line :class:`~hcl_cli.errors.UsageError` when ``pretrain`` cannot train on this dataset."""
 
-    def training_splits(self, card: Any | None, labelled: bool) -> list[str]:
+    def training_splits(self, card: Any | None, labelled: bool, transductive: bool = False) -> list[str]:
         """The splits ``pretrain`` trains on (``labelled``: the run reads labels, so every sample needs one; a
-        labelled run's splits are known without the card, which may be None then)."""
+        labelled run's splits are known without the card, which may be None then; ``transductive``: a labelled run
+        under ``label_protocol transductive``, which on graphs reads the test split with its labels)."""
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Samples, Tensor]:
         """The samples of ``splits``, in that order, on ``device``, and their int64 labels (-1: unlabelled)."""

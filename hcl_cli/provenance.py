@@ -87,6 +87,13 @@ def git_head() -> str | None:
     return head.stdout.strip() if head.returncode == 0 else None
 
 
+def code_state() -> dict[str, Any]:
+    """The code a run runs: ``git_commit``, the commit with ``+dirty`` when tracked code or params differ from it (None
+    outside a git repository), and ``git_changed``, those files (DVC's outputs left out)."""
+    head, changed = git_head(), changed_files()
+    return {"git_commit": None if head is None else head + ("+dirty" if changed else ""), "git_changed": changed}
+
+
 def run_record(device: torch.device, started: datetime.datetime, steps: int, planned_steps: int) -> dict[str, Any]:
     """The provenance of a run that started at ``started`` on ``device`` and ends now, after ``steps`` of its ``planned_steps``.
 
@@ -96,14 +103,12 @@ def run_record(device: torch.device, started: datetime.datetime, steps: int, pla
     outside a git repository.
     """
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    head, changed = git_head(), changed_files()
     return {
         "started": started.isoformat(timespec="seconds"),
         "finished": now().isoformat(timespec="seconds"),
         "device": {"type": device.type, "name": name},
         "host": platform.node(),
-        "git_commit": None if head is None else head + ("+dirty" if changed else ""),
-        "git_changed": changed,
+        **code_state(),
         "steps": steps,
         "planned_steps": planned_steps,
     }

@@ -231,10 +231,11 @@ def test_an_out_that_names_a_folder_writes_no_dot_md(out: str, tmp_path: Path, m
     assert not list(tmp_path.rglob("*.md")) and not list(tmp_path.rglob("*.csv"))
 
 
-def graph_experiment(name: str, sampler: str, knn: float, svm: float, std: float) -> dict[str, Any]:
+def graph_experiment(name: str, sampler: str, knn: float, svm: float, std: float, **pretrain: Any) -> dict[str, Any]:
     """A finished MUTAG experiment in ``dvc exp show --json``'s shape: kNN on the 47 test graphs, the SVM over 10 folds of 188."""
+    pretrain = {"sampler": sampler, "beta": 1.0, **pretrain}
     data = {
-        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": {"sampler": sampler, "beta": 1.0}}}},
+        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": pretrain}}},
         "metrics": {
             "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 47, "k": 20}},
             "metrics/linear.json": {
@@ -325,3 +326,42 @@ def test_the_table_is_printed_on_the_terminal_as_it_is_written(stale_sweep: Path
     table = (stale_sweep / "compare.md").read_text()
     assert out.startswith(table.rstrip("\n") + "\n") and "| owing-cors | MUTAG | svm | hucl" in out
     assert out.splitlines()[-1] == "hcl compare: 2 experiments -> compare.md, compare.csv"
+
+
+def test_a_graph_run_that_read_every_label_is_marked_transductive_and_an_inductive_one_inductive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inductive = graph_experiment("tame-owl", "scl", 0.84, 0.8421, 0.0, label_protocol="inductive")
+    inductive["revs"][0]["data"]["metrics"]["metrics/linear.json"]["data"] |= {
+        "test_size": 47,
+        "details": {"svm": {"label_protocol": "inductive"}},
+    }
+    experiments = [
+        graph_experiment("old-scl", "scl", 0.86, 0.8823, 0.0193),  # recorded before label_protocol: it read every graph's label
+        graph_experiment("new-scl", "scl", 0.86, 0.8823, 0.0193, label_protocol="transductive"),
+        graph_experiment("pos-ucl", "ucl", 0.85, 0.8700, 0.0190, positives="labels", label_protocol="transductive"),
+        graph_experiment("ssl-ucl", "ucl", 0.83, 0.8679, 0.0193, label_protocol="transductive"),  # reads no label
+        inductive,
+    ]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(
+        compare, "dvc_exp_show", lambda: [{"rev": "d" * 40, "name": "main", "data": {}, "error": None, "experiments": experiments}]
+    )
+    compare.run("compare", compare.Selection())
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in (tmp_path / "compare.md").read_text().splitlines()[6:]}
+    protocols = {name: cells[2] for name, cells in rows.items() if len(cells) > 2}
+    assert protocols == {
+        "old-scl": "svm, transductive: the encoder saw the test labels",
+        "new-scl": "svm, transductive: the encoder saw the test labels",
+        "pos-ucl": "svm, transductive: the encoder saw the test labels",
+        "ssl-ucl": "svm",
+        "tame-owl": "svm, inductive",
+    }
+    assert "0.8421 (0.7" in rows["tame-owl"][-1], "the inductive SVM scored the 47 test graphs: a Wilson interval"
+    with open(tmp_path / "compare.csv", newline="") as handle:
+        labels = {row["experiment"]: row["pretraining_labels"] for row in csv.DictReader(handle)}
+    assert labels == {
+        **dict.fromkeys(("old-scl", "new-scl", "pos-ucl"), "transductive: the encoder saw the test labels"),
+        "ssl-ucl": "",
+        "tame-owl": "inductive",
+    }

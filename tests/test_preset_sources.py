@@ -8,7 +8,7 @@ Sources, as published:
   detached) and ``image/README.md`` (the table of pretrained models: beta, tau_plus, batch 256).
 - H-SCL, Jiang et al., Sec. V-A (200 epochs, batch 512, Adam lr 0.001, gamma 0.5); rjiang03/H-SCL
   ``main/main.py`` (``--gradient_imp`` default True, ``type=bool``; ``nce_supervised_hard``
-  detaches ``imp`` only when ``gradient_imp == False or beta < 1``; ``--beta`` 1) and
+  detaches ``imp`` only when ``gradient_imp == False``, lines 64-66 at commit 3e3d883, whatever beta; ``--beta`` 1) and
   ``main/main_loss.py`` (H-UCL: ``criterion(..., 'hard')`` with ``--tau_plus`` 0, ``imp`` not detached).
 - HCL-OT, Jiang et al., Sec. VII-A (400 epochs, batch 512, Adam 0.001) and Tables I-IV;
   rjiang03/HCL-OT ``main.py`` (``--temperature`` 0.5, ``--tau_plus`` 0, ``--new_cost`` False,
@@ -199,7 +199,7 @@ def test_the_docs_deviations_table_names_what_the_presets_run_differently() -> N
     table = readme[readme.index("| what | the paper or its code | `hcl` | why |") :].split("\n\n")[0]
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in table.splitlines()[2:]}
     assert "(0.4914, 0.4822, 0.4465)" in rows["input normalisation"] and "(0.2023, 0.1994, 0.2010)" in rows["input normalisation"]
-    assert "`type=bool`" in rows["H-SCL weight gradient"] and "beta < 1" in rows["H-SCL weight gradient"]
+    assert "`type=bool`" in rows["H-SCL weight gradient"] and "gradient_imp == False" in rows["H-SCL weight gradient"]
     assert "401 epochs" in rows["HCL-OT epochs"]
     assert "Un-Mix" in rows["UnDiMix base"] and "SGD lr 0.03" in rows["MoCo-v2 optimiser and head"]
     assert {

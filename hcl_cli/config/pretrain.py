@@ -14,6 +14,12 @@ from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.option import Option
 
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50", "gin")
+LABEL_PROTOCOLS = ("inductive", "transductive")
+"""How pretraining on graphs meets the labels under a sampler that reads them (docs/protocol-graphs.md)."""
+TRANSDUCTIVE_LABELS = "transductive: the encoder saw the test labels"
+"""What every place that shows a transductive run that read labels says of it (report, compare, README, results files)."""
+RECORDED_BEFORE = "transductive"
+"""The protocol of a pretrain config recorded before ``label_protocol`` existed: it pretrained on every graph."""
 PRECISIONS = ("auto", "fp32", "bf16")
 """The image encoder's training precision (hcl_cli/runtime.py: uses_bf16: what ``auto`` picks, and why)."""
 
@@ -90,6 +96,15 @@ class PretrainConfig(StageConfig):
     weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
     blur: bool = param(False, "Add Gaussian blur to the augmentations.", modality="image")
     seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
+    label_protocol: str = param(
+        "inductive",
+        "Graphs, under a sampler that reads labels (scl, hscl, hscl-threshold, positives labels): inductive pretrains on the "
+        "train split alone, so that an SVM fitted on it scores test graphs whose labels the encoder never saw; transductive "
+        f"pretrains on every graph with its label, as InfoGraph's code reads the dataset ({TRANSDUCTIVE_LABELS}). "
+        "See docs/protocol-graphs.md.",
+        choices=LABEL_PROTOCOLS,
+        modality="graph",
+    )
     eval_every: int = param(
         0,
         "Every N epochs, log kNN top-1 of up to 2,000 test samples against up to 10,000 train samples, with knn-eval's default k on the data's modality (monitoring only; 0 disables).",
@@ -169,6 +184,11 @@ class PretrainConfig(StageConfig):
         """Whether the loss reads labels: a supervised sampler, or same-label positives (``positives=labels``)."""
         return self.spec.label_positives(self.sampler_options)
 
+    @property
+    def transductive(self) -> bool:
+        """Whether pretraining on graphs reads the test graphs' labels (:func:`label_protocol_of`)."""
+        return label_protocol_of(self.params()) == "transductive"
+
     def reads(self, option: str) -> bool:
         """Whether this run's sampler reads the loss or sampler option ``option``."""
         return self.sampler in users_of(option)
@@ -184,7 +204,8 @@ class PretrainConfig(StageConfig):
     def ignored_changes(self, world_size: int = 1) -> list[str]:
         """Warnings for the options set away from their defaults that a run in ``world_size`` processes does not read:
         the sampler options its sampler does not read (a sweep over ``pretrain.beta`` under ``ucl`` trains the same model
-        every time), the momentum without a queue, SyncBatchNorm in a single process."""
+        every time), the momentum without a queue, SyncBatchNorm in a single process, the label protocol of a run that reads
+        no label."""
         momentum = next(option for option in self.declared_options() if option.name == "momentum")
         unread = (
             [f"momentum = {self.momentum!r} is not read without a queue (queue_size 0)"]
@@ -193,6 +214,8 @@ class PretrainConfig(StageConfig):
         )
         if self.sync_batchnorm and world_size == 1:
             unread.append("sync_batchnorm = true is not read in a single process (it spans the GPUs of a torchrun run)")
+        if self.label_protocol != "inductive" and not self.needs_labels:
+            unread.append(f"label_protocol = {self.label_protocol!r} is not read: the {self.sampler} sampler reads no label")
         return unread + [
             f"{option.name} = {self.sampler_options[option.name]!r} is not read by the {self.sampler} sampler ({users_label(option.name)})"
             for option in sampler_options()
@@ -206,3 +229,12 @@ class PretrainConfig(StageConfig):
         As a mapping, the options the sampler reads: ``contrastive_loss(..., sampler=self.sampler, **options)``
         is the training's loss."""
         return self._resolved.at_epoch(self.spec, epoch, self.epochs)
+
+
+def label_protocol_of(config: Mapping[str, Any]) -> str | None:
+    """How an encoder pretrained on graphs with the recorded pretrain ``config`` met the labels: None when its sampler
+    read none, else its ``label_protocol`` (:data:`RECORDED_BEFORE` for a config recorded before the option)."""
+    sampler = SAMPLERS.get(str(config.get("sampler")))
+    if sampler is None or not sampler.label_positives(config):
+        return None
+    return str(config.get("label_protocol", RECORDED_BEFORE))

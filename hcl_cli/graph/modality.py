@@ -5,10 +5,14 @@ What each method does, and the decisions behind it:
 - **The prepared folder** (:mod:`hcl_cli.graph.prepared`): the graphs, a seeded stratified
   train/test split (kNN and ``linear-eval --protocol fixed`` read it; ``--protocol svm``
   cross-validates over all graphs, as the papers) and the card counting the graphs per split.
-- **Training splits**: pretraining reads every graph, train and test, as InfoGraph's code does
-  (deepinfomax.py trains on the whole ``TUDataset``). With a supervised sampler (or
-  ``positives: labels``) that includes the test graphs' labels, which is the papers' protocol;
-  the report marks label use.
+- **Training splits**: a self-supervised run reads every graph, train and test, as InfoGraph's code
+  does (deepinfomax.py trains on the whole ``TUDataset``; no label is read). A run that reads labels
+  (``scl``, ``hscl``, ``hscl-threshold``, ``positives: labels``) follows ``label_protocol``
+  (docs/protocol-graphs.md): ``inductive`` (the default) reads the train split alone, so the test
+  graphs, labels and all, never reach pretraining and ``linear-eval --protocol svm`` fits on the
+  train split and scores the test split; ``transductive`` reads every graph with its label, so
+  the encoder saw the test labels, which the report, ``hcl compare`` and the README say. H-SCL
+  Sec. V-C does not say which labels its pretraining read.
 - **Batches**: a graph epoch keeps its last partial batch (:attr:`GraphModality.keep_last_batch`),
   as the official ``DataLoader(batch_size=128)`` does (MUTAG's 188 graphs are 2 steps), except a
   tail of fewer than 2 graphs (a node's negatives are the other graphs of its batch), which is
@@ -97,9 +101,10 @@ class GraphModality:
         if card.num_graphs < MIN_BATCH_GRAPHS:
             raise UsageError(f"{folder} holds {card.num_graphs} graph: InfoGraph needs batches of at least {MIN_BATCH_GRAPHS}")
 
-    def training_splits(self, card: GraphCard | None, labelled: bool) -> list[str]:
-        """Every graph, train and test, as InfoGraph's code trains (module docstring); labelled or not."""
-        return list(SPLITS)
+    def training_splits(self, card: GraphCard | None, labelled: bool, transductive: bool = False) -> list[str]:
+        """Every graph, train and test, as InfoGraph's code trains, unless the run reads labels under the inductive
+        protocol: then the train split alone (module docstring)."""
+        return list(SPLITS) if transductive or not labelled else ["train"]
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[GraphSamples, Tensor]:
         dataset, card = load_prepared_graphs(folder)

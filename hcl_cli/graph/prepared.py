@@ -6,7 +6,9 @@ dataset indices of the ``train`` and ``test`` graphs, a split stratified by clas
 prepare's ``seed``, of ``test_fraction`` of the graphs, drawn as the digits' split is) and
 ``card.json``, whose ``counts`` give the graphs per split and ``seed`` the split's seed. The
 papers have no fixed split (their SVM cross-validates over all graphs): the split serves kNN and
-``linear-eval --protocol fixed``, while ``--protocol svm`` reads train and test together. Kept
+``linear-eval --protocol fixed``, while ``--protocol svm`` reads train and test together, except for an encoder
+that read the train labels under the inductive protocol, which pretrained on the train split alone and whose SVM is
+fitted on it and scores the test split (docs/protocol-graphs.md). Kept
 apart from :mod:`hcl_cli.graph.modality` so that ``prepare`` does not depend on the encoder or the loss.
 """
 

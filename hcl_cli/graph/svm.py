@@ -11,6 +11,11 @@ Differences, each a parameter: the code draws its outer split from an unseeded g
 it once per trained encoder (``range(1)``), where here every split is seeded from ``seed``, so the
 protocol is deterministic, and ``repeats`` re-splits the same embeddings (the papers' 10 repeats
 retrain the encoder from scratch: run this once per trained encoder for those).
+
+The inductive protocol (docs/protocol-graphs.md), for an encoder that read labels in pretraining: one fold of the
+above whose split is given (:func:`heldout_svm`), fitted on the graphs the encoder pretrained on and scored on the
+held-out graphs it never saw; :func:`inductive_fold` draws the tables' split, run seed s holding out fold s of one
+seeded 10-fold split, so that ten seeds score every graph once.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from hcl_cli.progress import progress
 
 if TYPE_CHECKING:
     from sklearn.model_selection import GridSearchCV
+
+INDUCTIVE_SPLIT_SEED = 0
+"""The seed of the one outer split the inductive protocol's folds come from (:func:`inductive_fold`)."""
 
 PAPER_C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 """evaluate_embedding.py line 22: ``params = {'C':[0.001, 0.01,0.1,1,10,100,1000]}``."""
@@ -85,10 +93,8 @@ def svm_protocol(
     scikit-learn is imported here: at the top it would cost every ``hcl linear-eval`` of images its
     import (benchmarks/results/stage_imports.json).
     """
-    from sklearn.metrics import accuracy_score
-    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.model_selection import StratifiedKFold
     from sklearn.preprocessing import LabelEncoder
-    from sklearn.svm import SVC
 
     x = np.asarray(embeddings, dtype=np.float64)
     y_raw = np.asarray(labels)
@@ -126,11 +132,10 @@ def svm_protocol(
         for train, test in StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed(seed, repeat)).split(x, y)
     ]
     for repeat, train, test in progress(splits, len(splits), progress_as[1], "fold", progress_as[0]):
-        search = GridSearchCV(SVC(), {"C": grid}, cv=inner_folds, scoring="accuracy")
-        search.fit(x[train], y[train])
-        accuracies[repeat].append(float(accuracy_score(y[test], search.predict(x[test]))))
-        top5[repeat].append(top5_share(search, x[test], y[test], len(counts)))
-        chosen[repeat].append(float(search.best_params_["C"]))
+        fold = score_fold(x, y, train, test, grid, inner_folds)
+        accuracies[repeat].append(fold.accuracy)
+        top5[repeat].append(fold.top5)
+        chosen[repeat].append(fold.c)
     every = np.array(accuracies)
     repeat_means = every.mean(axis=1)
     return SvmResult(
@@ -147,6 +152,85 @@ def svm_protocol(
         c_grid=grid,
         seed=seed,
     )
+
+
+@dataclass(frozen=True)
+class FoldScore:
+    """One outer fold: the held-out accuracy, its top-5 share and the C the inner search chose."""
+
+    accuracy: float
+    top5: float
+    c: float
+
+
+def score_fold(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, grid: Sequence[float], inner_folds: int) -> FoldScore:
+    """evaluate_embedding.py's fold: ``GridSearchCV(SVC(), {"C": grid}, cv=inner_folds)`` on the training graphs
+    ``x[train]`` (labels ``y``, encoded 0..k-1), refitted on all of them, scored on ``x[test]``."""
+    from sklearn.metrics import accuracy_score
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.svm import SVC
+
+    search = GridSearchCV(SVC(), {"C": list(grid)}, cv=inner_folds, scoring="accuracy")
+    search.fit(x[train], y[train])
+    classes = int(y.max()) + 1
+    return FoldScore(
+        float(accuracy_score(y[test], search.predict(x[test]))),
+        top5_share(search, x[test], y[test], classes),
+        float(search.best_params_["C"]),
+    )
+
+
+def inductive_fold(labels: Sequence[int] | np.ndarray, seed: int, folds: int = PAPER_FOLDS) -> tuple[np.ndarray, np.ndarray]:
+    """The (training, held-out) graph indices of the inductive protocol's run ``seed`` (docs/protocol-graphs.md).
+
+    One stratified ``folds``-fold split of all graphs, seeded by :data:`INDUCTIVE_SPLIT_SEED` (the same for every
+    run), and run ``seed`` holds out its fold ``seed % folds``: ten seeds score each graph once, each with an encoder
+    that never saw it. Both index arrays are sorted. Too small a class for the folds is a :class:`UsageError`.
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(labels)
+    smallest = int(np.unique(y, return_counts=True)[1].min()) if len(y) else 0
+    if folds < 2 or smallest < folds:
+        raise UsageError(
+            f"the inductive protocol's {folds} folds need at least {folds} graphs of every class (the smallest has {smallest})"
+        )
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=split_seed(INDUCTIVE_SPLIT_SEED, 0))
+    train, test = list(splitter.split(np.zeros(len(y)), y))[seed % folds]
+    return np.sort(train), np.sort(test)
+
+
+def heldout_svm(
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+    *,
+    c_grid: Sequence[float] = PAPER_C_GRID,
+    inner_folds: int = PAPER_INNER_FOLDS,
+) -> FoldScore:
+    """The inductive protocol's readout: one fold of :func:`svm_protocol` whose split is given, the SVM (C by the
+    inner search) fitted on the training graphs' embeddings and scored on the held-out graphs'. Too few training
+    graphs of a class for the inner folds is a :class:`UsageError`; non-finite embeddings an :class:`HclError`."""
+    from sklearn.preprocessing import LabelEncoder
+
+    x = np.concatenate([np.asarray(train_x, dtype=np.float64), np.asarray(test_x, dtype=np.float64)])
+    if not np.isfinite(x).all():
+        raise HclError("the embeddings contain NaN or infinite values (did the training diverge?)")
+    y = LabelEncoder().fit_transform(np.concatenate([np.asarray(train_y), np.asarray(test_y)]))
+    train, test = np.arange(len(train_y)), np.arange(len(train_y), len(y))
+    counts = np.bincount(y[train], minlength=int(y.max()) + 1)
+    if len(counts) < 2 or counts.min() < inner_folds:
+        raise UsageError(
+            f"the training graphs hold {int(counts.min())} of a class, fewer than the {inner_folds} inner folds of the SVM's search for C"
+        )
+    return score_fold(x, y, train, test, [float(c) for c in c_grid], inner_folds)
+
+
+def heldout_details(fold: FoldScore, c_grid: Sequence[float], inner_folds: int) -> dict[str, Any]:
+    """What a metrics file records of :func:`heldout_svm` (its ``details.svm``): ``label_protocol: inductive``, the inner
+    folds, the C grid and the chosen C."""
+    return {"label_protocol": "inductive", "inner_folds": inner_folds, "c_grid": [float(c) for c in c_grid], "chosen_c": fold.c}
 
 
 def svm_details(result: SvmResult) -> dict[str, Any]:

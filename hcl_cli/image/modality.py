@@ -43,8 +43,9 @@ class ImageModality:
         shape = "x".join(str(side) for side in card.image_shape)
         return f"{count} images of {shape}"
 
-    def training_splits(self, card: DatasetCard | None, labelled: bool) -> list[str]:
-        """The train split, and STL-10's unlabeled split unless the run reads labels (a labelled run needs no card)."""
+    def training_splits(self, card: DatasetCard | None, labelled: bool, transductive: bool = False) -> list[str]:
+        """The train split, and STL-10's unlabeled split unless the run reads labels (a labelled run needs no card); never
+        the test split, so ``transductive`` changes nothing on images."""
         return ["train"] + (["unlabeled"] if not labelled and card is not None and "unlabeled" in card.counts else [])
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:

@@ -147,6 +147,13 @@ HSCL_SETUP = (
     "'trained 10 times with 10-fold cross-validation'. Not stated: batch size (128, HCL's graph code), weight decay (none, as "
     "the code's Adam), the SVM's C grid (evaluate_embedding.py's)."
 )
+LABELS_ON_GRAPHS = (
+    "Labels on graphs, which Sec. V-C does not describe: a node's positives are every graph of its label in the batch, its own "
+    "included, and its negatives the batch's graphs of other labels; pretraining reads the train split alone (label_protocol "
+    "inductive: the SVM, fitted on the train split, scores test graphs whose labels the encoder never saw; Sec. V-C does not "
+    "say which labels its pretraining read), and label_protocol transductive pretrains on every graph with its label "
+    "(transductive: the encoder saw the test labels). See docs/protocol-graphs.md."
+)
 HSCL_METHODS: dict[str, tuple[str, dict[str, Any], str]] = {
     "ucl": ("UCL", {"sampler": "ucl"}, "UCL is InfoGraph itself: the JSD loss with uniform negatives."),
     "hucl": (
@@ -156,12 +163,17 @@ HSCL_METHODS: dict[str, tuple[str, dict[str, Any], str]] = {
         "{1, 2, 10} without naming it (beta 1 here: H-SCL's main.py default, UnDiMix Fig. 7's graph beta); tau+ 0.5 as the code "
         "hard-codes it.",
     ),
-    "scl": ("SCL", {"sampler": "scl"}, "SCL: the negatives are the graphs of other labels (labels used in pretraining)."),
+    "scl": (
+        "SCL",
+        {"sampler": "scl"},
+        f"SCL: the negatives are the graphs of other labels (labels used in pretraining). {LABELS_ON_GRAPHS}",
+    ),
     "hscl": (
         "H-SCL(beta)",
         {"sampler": "hscl", "beta": HARD_BETA},
         "H-SCL(beta), the only H-SCL variant run on graphs: the table reports the best beta of {1, 2, 10} per dataset without "
-        "naming it (beta 1 here: H-SCL's main.py --beta default); the weights keep their gradient (main.py --gradient_imp True).",
+        "naming it (beta 1 here: H-SCL's main.py --beta default); the weights keep their gradient (main.py --gradient_imp True). "
+        f"{LABELS_ON_GRAPHS}",
     ),
 }
 

@@ -11,7 +11,8 @@ HSCL_NOTE = (
 )
 HSCL_GRADIENT = (
     "the weights keep their gradient as in H-SCL's main/main.py (--gradient_imp defaults to True, and being type=bool any "
-    "command-line value is True too; its nce_supervised_hard detaches them only for beta < 1)"
+    "command-line value is True too; its nce_supervised_hard detaches them only when gradient_imp == False, lines 64-66 at "
+    "commit 3e3d883, whatever beta; main/main_loss.py's, which only logs the H-SCL loss, always detaches them)"
 )
 HSCL_METHODS = {
     "ucl": ({"sampler": "ucl"}, "."),
@@ -24,7 +25,7 @@ HSCL_METHODS = {
     "hscl-beta": (
         {"sampler": "hscl", "beta": 1.0},
         ": beta from {0.1, 0.5, 1, 2, 5} (1 here, main/main.py's --beta default and Figs. 4-5; sweep with dvc exp run "
-        f"-S pretrain.beta=0.1,0.5,1,2,5, adding pretrain.detach_weights=true for beta < 1); M = 2B - 2 for the paper's "
+        f"-S pretrain.beta=0.1,0.5,1,2,5); M = 2B - 2 for the paper's "
         f"'batch size minus 2'; {HSCL_GRADIENT}.",
     ),
     "hscl-tau": (

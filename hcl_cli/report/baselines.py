@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from hcl_cli.config.base import FEATURES
 from hcl_cli.config.linear import parse_c_grid
-from hcl_cli.graph.svm import svm_details, svm_protocol
+from hcl_cli.graph.svm import heldout_details, heldout_svm, svm_details, svm_protocol
 from hcl_cli.knn import knn_predict
 from hcl_cli.metrics import EvaluationMetrics, topk_accuracy
 from hcl_cli.report.inputs import KNN_SETTINGS, Prepared, TrainedEncoder
@@ -63,10 +63,26 @@ def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEn
 
 def svm_baseline(linear: EvaluationMetrics, prepared: Prepared, encoder: TrainedEncoder) -> EvaluationMetrics:
     """The SVM protocol of ``linear`` (its folds, repeats, C grid, inner folds and seed) on the untrained encoder's embeddings
-    of every sample, train and test together, as ``linear-eval --protocol svm`` reads the trained encoder's."""
+    of every sample, train and test together, as ``linear-eval --protocol svm`` reads the trained encoder's; under the
+    inductive protocol, as it reads those: fitted on the train split, scored on the test split."""
     params = linear.params
-    features = torch.cat(untrained_features(encoder, prepared, linear.feature))
-    labels = torch.cat([prepared.splits[split][1] for split in ("train", "test")]).cpu()
+    train_x, test_x = untrained_features(encoder, prepared, linear.feature)
+    train_y, test_y = (prepared.splits[split][1].cpu() for split in ("train", "test"))
+    if linear.details.get("svm", {}).get("label_protocol") == "inductive":
+        grid = parse_c_grid(params["svm_c_grid"])
+        fold = heldout_svm(
+            train_x.double().numpy(),
+            train_y.numpy(),
+            test_x.double().numpy(),
+            test_y.numpy(),
+            c_grid=grid,
+            inner_folds=params["svm_inner_folds"],
+        )
+        return EvaluationMetrics(
+            fold.accuracy, fold.top5, len(test_y), params, {"svm": heldout_details(fold, grid, params["svm_inner_folds"])}
+        )
+    features = torch.cat([train_x, test_x])
+    labels = torch.cat([train_y, test_y])
     result = svm_protocol(
         features.double().numpy(),
         labels.numpy(),

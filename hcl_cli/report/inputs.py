@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from hcl_cli.artifacts import check_made_from, log_sha256, prepared_sha256, read_inputs, read_json, sidecar_path
-from hcl_cli.config.pretrain import PretrainConfig
+from hcl_cli.config.pretrain import RECORDED_BEFORE, PretrainConfig
 from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
 from hcl_cli.metrics import EvaluationMetrics, evaluation_metrics
@@ -82,11 +82,12 @@ def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
 
 def read_prepared(folder: Path, metrics: dict[str, EvaluationMetrics], metrics_folder: Path) -> Prepared:
     """The prepared dataset's card and labelled splits; its test split must be the one the metrics scored (the SVM
-    protocol scores every graph, train and test)."""
+    protocol scores every graph, train and test, but under the inductive protocol the test graphs alone)."""
     modality = modality_of(folder)
     card = modality.load_card(folder)
     for name, values in metrics.items():
-        svm = values.params.get("protocol") == "svm"
+        details = values.details.get("svm") if isinstance(values.details.get("svm"), dict) else {}
+        svm = values.params.get("protocol") == "svm" and details.get("label_protocol") != "inductive"
         expected = card.counts["train"] + card.counts["test"] if svm else card.counts["test"]
         scored = f"{modality.sample_noun}s" if svm else f"test {modality.sample_noun}s"
         if values.test_size != expected:
@@ -105,7 +106,7 @@ def read_encoder(path: Path, prepared: Prepared | None) -> TrainedEncoder:
     )
     model, sidecar = modality.load_encoder(path, resolve_device("auto"))
     try:
-        config = PretrainConfig(**sidecar.config)
+        config = PretrainConfig(**{"label_protocol": RECORDED_BEFORE, **sidecar.config})  # an encoder from before the option
     except (KeyError, TypeError, UsageError) as exc:
         raise InputError(f"{sidecar_path(path)}: 'config' is not a valid pretrain configuration ({exc})") from exc
     if prepared is not None:

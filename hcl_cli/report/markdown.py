@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hcl_cli.artifacts import is_finite_number, sidecar_path
+from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS
 from hcl_cli.image.card import CARD_FILE
 from hcl_cli.metrics import EvaluationMetrics
 from hcl_cli.modality import Modality, modality_named
@@ -56,7 +57,7 @@ class MetricRow:
     def cells(self, top5: bool = True) -> list[str]:
         """The row's cells; ``top5``: with the top-5 columns (shown only where there are more than five classes)."""
         svm = self.metrics.details.get("svm") if self.metrics.params.get("protocol") == "svm" else None
-        if isinstance(svm, dict):  # mean and std over the folds of the cross-validation
+        if isinstance(svm, dict) and svm.get("label_protocol") != "inductive":  # mean and std over the folds of the cross-validation
             std = f"{svm['std']:.4f}" if is_finite_number(svm.get("std")) else "?"
             spread = f"± {std} (std over {inline(svm.get('repeats', '?'))} x {inline(svm.get('folds', '?'))} folds)"
             accuracies = [f"{self.metrics.top1:.4f}", spread, *([f"{self.metrics.top5:.4f}", "(over the folds)"] if top5 else [])]
@@ -93,12 +94,18 @@ def accuracy_cells(accuracy: float, test_size: int) -> list[str]:
 
 
 def labels_note(encoder: TrainedEncoder) -> str:
-    """Whether pretraining read the labels, and why."""
+    """Whether pretraining read the labels, and why; a run that read the test labels says so (:data:`TRANSDUCTIVE_LABELS`)."""
     config, noun = encoder.config, encoder.modality.sample_noun
-    if config.needs_labels and "test" in encoder.modality.training_splits(None, labelled=True):
+    if config.needs_labels and "test" in encoder.modality.training_splits(None, True, config.transductive):
         return (
-            f"**yes**: `{config.sampler}` reads the labels, and pretraining on {noun}s reads every {noun}, test {noun}s "
-            "included (the papers' protocol), so the encoder has seen the labels it is evaluated on: this is not a self-supervised result"
+            f"**yes, {TRANSDUCTIVE_LABELS}**: `{config.sampler}` reads the labels, and under label_protocol transductive "
+            f"pretraining read every {noun}, test {noun}s with their labels, so the encoder has seen the labels it is evaluated "
+            "on (docs/protocol-graphs.md): this is not a self-supervised result, nor an inductive one"
+        )
+    if config.needs_labels and encoder.modality.name == "graph":
+        return (
+            f"**yes**, inductive: `{config.sampler}` reads the labels of the train split, the only {noun}s pretraining read (the "
+            f"test {noun}s and their labels never reached it, docs/protocol-graphs.md): this is not a self-supervised result"
         )
     if config.spec.supervised:
         return (
@@ -263,14 +270,24 @@ def protocol_section(
 def linear_protocol(linear: EvaluationMetrics, noun: str = "image") -> str:
     """The linear readout's protocol bullet: on the fixed embeddings, or the papers' on augmented views."""
     params = linear.params
+    svm = linear.details.get("svm") if isinstance(linear.details.get("svm"), dict) else {}
+    if params.get("protocol") == "svm" and svm.get("label_protocol") == "inductive":
+        return (
+            f"- **SVM** (inductive: the encoder read the train split's labels only, docs/protocol-graphs.md): on the "
+            f"{params['feature']} embeddings, an RBF SVC whose C is chosen from {inline(params['svm_c_grid'])} by "
+            f"{inline(params['svm_inner_folds'])}-fold cross-validated accuracy on the train split (the {noun}s pretraining "
+            f"read), refitted on it and scored on the test split's {noun}s, which the encoder never saw (one fold of HCL "
+            "App. D.2's protocol, evaluate_embedding.py); with the 95% Wilson interval."
+        )
     if params.get("protocol") == "svm":
+        transductive = f" ({TRANSDUCTIVE_LABELS})" if svm.get("label_protocol") == "transductive" else ""
         return (
             f"- **SVM** (the graph papers' protocol, HCL App. D.2, as evaluate_embedding.py): on the {params['feature']} embeddings "
             f"of every graph, train and test together, {inline(params['svm_repeats'])} x {inline(params['svm_folds'])}-fold "
             f"stratified cross-validation (seed {inline(params['seed'])}); in each training fold an RBF SVC's C is chosen from "
             f"{inline(params['svm_c_grid'])} by {inline(params['svm_inner_folds'])}-fold cross-validated accuracy, refitted, and "
-            "scored on the held-out fold. Reported: the mean accuracy over all folds and its standard deviation (not a "
-            "Wilson interval)."
+            f"scored on the held-out fold{transductive}. Reported: the mean accuracy over all folds and its standard deviation "
+            "(not a Wilson interval)."
         )
     if params.get("protocol") == "paper":
         augmentation = linear.details.get("augmentation") if isinstance(linear.details.get("augmentation"), dict) else {}

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, label_protocol_of
 from hcl_cli.objectives.registry import users_of
 from hcl_cli.stats import wilson_interval
 
@@ -67,6 +68,21 @@ class ExperimentRow:
     """The linear readout's protocol as its metrics record it (``fixed``, ``paper``, ``svm``)."""
     steps: tuple[int, int] | None = None
     """The optimisation steps pretraining took and planned (from its training log), when it records them."""
+    graphs: bool = False
+    """Whether the dataset is graphs (a TU dataset), where ``label_protocol`` decides whether pretraining read the test labels."""
+
+    @property
+    def label_protocol(self) -> str | None:
+        """How pretraining met the labels on graphs (:func:`~hcl_cli.config.pretrain.label_protocol_of`): None when it read
+        none or on images, else ``inductive`` or ``transductive``."""
+        return label_protocol_of(self.pretrain) if self.graphs else None
+
+    @property
+    def protocol_cell(self) -> str:
+        """The Protocol cell: the readout's protocol, and on graphs how pretraining met the labels (``svm, inductive``;
+        ``svm, transductive: the encoder saw the test labels``)."""
+        labels = {None: "", "inductive": ", inductive", "transductive": f", {TRANSDUCTIVE_LABELS}"}[self.label_protocol]
+        return f"{self.protocol}{labels}"
 
     @property
     def extent(self) -> str:
@@ -120,7 +136,10 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
         f"The workspace and the experiments of {', '.join(f'`{name}`' for name in baselines) or 'no commit'} from `dvc exp show`, "
         f"on one dataset ({rows[0].dataset}); the workspace as its `dvc.lock` records its last run. Top-1 accuracy with its "
         "spread: kNN, and a linear readout of protocol fixed or paper, on the test split with the 95% Wilson interval; the "
-        "SVM protocol (svm) cross-validates over every sample: the mean over its folds ± their standard deviation. Only the "
+        "SVM protocol (svm) cross-validates over every sample: the mean over its folds ± their standard deviation, but for a "
+        "graph run that read labels under the inductive protocol (`svm, inductive`) it is fitted on the train split and scored "
+        f"on the test split, with the Wilson interval; `{TRANSDUCTIVE_LABELS}` marks a graph run whose pretraining read every "
+        "graph with its label (docs/protocol-graphs.md). Only the "
         "pretrain parameters that vary are shown, and `-` where the row's sampler does not read them. A value is **bold** "
         "only when it beats every other row beyond those intervals.",
         "",
@@ -131,7 +150,7 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
         values = [format_value(row.pretrain.get(name)) if row.shows(name) else "-" for name in columns]
         accuracies = [cell(row.accuracy[key], index in best[key]) for key in EVALUATIONS]
         extent = [row.extent] if stopped else []
-        lines.append("| " + " | ".join([row.name, row.dataset, row.protocol, row.sampler, *extent, *values, *accuracies]) + " |")
+        lines.append("| " + " | ".join([row.name, row.dataset, row.protocol_cell, row.sampler, *extent, *values, *accuracies]) + " |")
     if not any(best.values()) and len(rows) > 1:
         lines += ["", "No row beats all others beyond the intervals: the differences are within the noise of the evaluation."]
     if skipped:
@@ -150,7 +169,8 @@ def csv_table(rows: list[ExperimentRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     accuracy_columns = [f"{key}_{part}" for key in EVALUATIONS for part in ("top1", "low", "high", "folds", "best")]
-    writer.writerow(["experiment", "rev", "baseline", "dataset", "protocol", "steps", "planned_steps", *parameters, *accuracy_columns])
+    header = ["experiment", "rev", "baseline", "dataset", "protocol", "pretraining_labels", "steps", "planned_steps"]
+    writer.writerow([*header, *parameters, *accuracy_columns])
     for index, row in enumerate(rows):
         values = [row.pretrain.get(name, "") if row.shows(name) else "" for name in parameters]
         accuracies = []
@@ -163,5 +183,6 @@ def csv_table(rows: list[ExperimentRow]) -> str:
                 int(index in best[key]),
             ]
         steps = list(row.steps) if row.steps is not None else ["", ""]
-        writer.writerow([row.name, row.rev, row.baseline, row.dataset, row.protocol, *steps, *values, *accuracies])
+        labels = {None: "", "transductive": TRANSDUCTIVE_LABELS}.get(row.label_protocol, row.label_protocol)
+        writer.writerow([row.name, row.rev, row.baseline, row.dataset, row.protocol, labels, *steps, *values, *accuracies])
     return buffer.getvalue()

@@ -262,6 +262,7 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
         dataset=str(dataset) if dataset is not None else "-",
         protocol=protocols["linear"],
         steps=training_steps(data),
+        graphs=prepare.get("dataset") == "tu",
     )
 
 

@@ -16,10 +16,11 @@ import torch
 from hcl_cli.artifacts import check_made_from, check_outputs_apart, check_replaceable, prepared_sha256
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.linear import LinearConfig, parse_c_grid
-from hcl_cli.embeddings import load_embeddings
+from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, label_protocol_of
+from hcl_cli.embeddings import EvalSet, load_embeddings
 from hcl_cli.errors import UsageError, shown
 from hcl_cli.graph.card import is_graph_folder
-from hcl_cli.graph.svm import svm_details, svm_protocol
+from hcl_cli.graph.svm import heldout_details, heldout_svm, svm_details, svm_protocol
 from hcl_cli.image.augment import build_augmentation, build_eval_transform, resolve_recipe
 from hcl_cli.image.card import load_card
 from hcl_cli.image.encoder import check_fits_dataset, load_encoder
@@ -52,13 +53,19 @@ def run(config: LinearConfig) -> None:
 
 def svm_metrics(config: LinearConfig) -> None:
     """The graph papers' SVM protocol (:func:`~hcl_cli.graph.svm.svm_protocol`) on the embeddings of every graph, train
-    and test together (the papers cross-validate over the whole dataset), written as the metrics artifact.
+    and test together (the papers cross-validate over the whole dataset), written as the metrics artifact; for an
+    encoder that read the train split's labels under the inductive protocol, :func:`inductive_svm_metrics` instead.
 
     ``top1`` is the mean accuracy over all folds of all repeats and ``top5`` its top-5 counterpart;
     ``test_size`` is the number of graphs (each is tested once per repeat); ``details.svm`` records the std
-    over folds, the folds, repeats, per-repeat means (and their std), every fold's accuracy and chosen C.
+    over folds, the folds, repeats, per-repeat means (and their std), every fold's accuracy and chosen C, and
+    ``label_protocol``: ``transductive`` when the encoder saw every graph's label, None when it read none.
     """
     data = load_embeddings(config.embeddings, config.feature)
+    protocol = label_protocol_of(data.encoder_config) if data.modality == "graph" else None
+    if protocol == "inductive":
+        inductive_svm_metrics(config, data)
+        return
     embeddings = torch.cat([data.train_x, data.test_x]).double().numpy()
     labels = torch.cat([data.train_y, data.test_y]).numpy()
     result = svm_protocol(
@@ -70,12 +77,37 @@ def svm_metrics(config: LinearConfig) -> None:
         inner_folds=config.svm_inner_folds,
         seed=config.seed,
     )
-    details = {"svm": svm_details(result)}
+    details = {"svm": svm_details(result) | {"label_protocol": protocol}}
     accuracy = {1: result.mean, 5: result.top5}
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, data.scored, details), "linear-eval")
     print(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {result.mean:.4f} +- {result.std:.4f} over "
-        f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} samples ({config.feature} features)"
+        f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} samples ({config.feature} features"
+        f"{'; ' + TRANSDUCTIVE_LABELS if protocol else ''})"
+    )
+
+
+def inductive_svm_metrics(config: LinearConfig, data: EvalSet) -> None:
+    """The inductive protocol's readout (docs/protocol-graphs.md): the SVM, C by the inner search, fitted on the train
+    split's embeddings (the graphs, and the labels, the encoder pretrained on) and scored on the test split's, which the
+    encoder never saw (:func:`~hcl_cli.graph.svm.heldout_svm`). ``svm_folds`` and ``svm_repeats`` are not read: the
+    prepared split is the one outer fold. ``details.svm`` records ``label_protocol: inductive``, the inner folds, the C
+    grid and the chosen C."""
+    grid = parse_c_grid(config.svm_c_grid)
+    fold = heldout_svm(
+        data.train_x.double().numpy(),
+        data.train_y.numpy(),
+        data.test_x.double().numpy(),
+        data.test_y.numpy(),
+        c_grid=grid,
+        inner_folds=config.svm_inner_folds,
+    )
+    details = {"svm": heldout_details(fold, grid, config.svm_inner_folds)}
+    test_size = len(data.test_y)
+    save_metrics(config.out, EvaluationMetrics.measured({1: fold.accuracy, 5: fold.top5}, test_size, config, data.scored, details))
+    print(
+        f"hcl linear-eval: wrote {config.out}: SVM accuracy {fold.accuracy:.4f} on the {test_size} test graphs, fitted on the "
+        f"{len(data.train_y)} train graphs (inductive: the encoder read the train labels only; {config.feature} features)"
     )
 
 

@@ -80,7 +80,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         for warning in config.ignored_changes(context.world_size):
             print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
     labelled = config.needs_labels
-    splits = modality.training_splits(card, labelled)
+    splits = modality.training_splits(card, labelled, config.transductive)
     objective = training_objective(config, modality)
     check_labels(config.sampler, config.loss_options(0), labelled="unlabeled" not in splits)
     modality.check_trainable(card, config.data)

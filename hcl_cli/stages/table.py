@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from hcl_cli.config import PrepareConfig
+from hcl_cli.config.pretrain import LABEL_PROTOCOLS
 from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.presets import graphs as presets
 from hcl_cli.provenance import run_identity
@@ -50,7 +51,12 @@ from hcl_cli.tables.summary import runs_in_results, table
 from hcl_cli.tables.verify import record_path, verification
 
 STOPPED_BY_BUDGET = 75
-SVM_NOTE = "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search"
+SVM_NOTES = {
+    "transductive": "evaluate_embedding.py's protocol: 10 stratified folds seeded by the run's seed, C in {1e-3..1e3} by 5-fold search",
+    "inductive": "evaluate_embedding.py's fold: seed s's SVM fitted on the graphs outside fold s of one 10-fold split seeded by 0 "
+    "(those it pretrained on), C in {1e-3..1e3} by 5-fold search, scored on fold s",
+}
+"""What the SVM readout of each protocol is, as the results file says."""
 STD_NOTE = "over seeds, ddof 0 (numpy's default, as the papers' code); intervals: t over the per-seed paired differences"
 
 
@@ -87,6 +93,8 @@ class TableRequest:
     threads: int = 1
     time_budget: float = 0.0
     merge: tuple[str, ...] = ()
+    protocol: str = "inductive"
+    """How every run meets the labels (:data:`~hcl_cli.config.pretrain.LABEL_PROTOCOLS`, :mod:`hcl_cli.tables.runs`)."""
     prefix: str = ""
     """The results file is ``OUT/PREFIXNAME.json`` (the benchmarks' ``reproduce_graph_``), as are the merged names'."""
     writer: Writer = field(default=write_json, compare=False)
@@ -110,6 +118,8 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
         raise UsageError(f"--datasets {','.join(unknown) or '(none)'}: expected some of {', '.join(presets.TU_DATASETS)}")
     if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1 or request.time_budget < 0:
         raise UsageError("--seeds, --epochs and --threads must be at least 1, --time-budget at least 0")
+    if request.protocol not in LABEL_PROTOCOLS:
+        raise UsageError(f"--protocol {request.protocol!r}: expected one of {', '.join(LABEL_PROTOCOLS)}")
     if not request.data.exists():
         raise UsageError(f"--data {shown(request.data)}: no such file or folder (the TU data: data/raw, a zip or a tar archive)")
     names = expand(list(request.methods))
@@ -128,7 +138,10 @@ def run(request: TableRequest) -> dict[str, Any]:
     recorded = read_json(recorded_path, {})
     for dataset, rows in methods.items():
         for name, spec in rows.items():
-            key, values = f"{dataset}/{name}", {**spec.pretrain, "epochs": request.epochs or spec.pretrain["epochs"]}
+            key, values = (
+                f"{dataset}/{name}",
+                {**spec.pretrain, "epochs": request.epochs or spec.pretrain["epochs"], "protocol": request.protocol},
+            )
             if recorded.setdefault(key, values) != json.loads(json.dumps(values)):
                 raise UsageError(f"{shown(work)} ran {key} with other parameters (see {shown(recorded_path)}): use another --name")
     save_text(recorded_path, json.dumps(recorded, indent=2) + "\n")
@@ -137,7 +150,7 @@ def run(request: TableRequest) -> dict[str, Any]:
     for name in [*request.merge, request.name]:
         path = request.results_file(name)
         if path.is_file():
-            done = {**runs_in_results(read_json(path, {}), methods, epochs), **done}
+            done = {**runs_in_results(read_json(path, {}), methods, epochs, request.protocol), **done}
         elif name != request.name:
             raise UsageError(f"--merge {name}: no {shown(path)}")
     queue = [
@@ -160,7 +173,9 @@ def run(request: TableRequest) -> dict[str, Any]:
         if dataset not in loaded:
             loaded[dataset] = prepared(work, presets.TU_DATASETS[dataset][0], request.data)
         values = methods[dataset]["ucl" if name == "untrained" else name].pretrain
-        done[key] = run_one(values, seed, request.epochs, loaded[dataset], work / "scratch", train=name != "untrained")
+        done[key] = run_one(
+            values, seed, request.epochs, loaded[dataset], work / "scratch", train=name != "untrained", protocol=request.protocol
+        )
         save_text(runs_path, json.dumps(done, indent=2) + "\n")
         print(f"hcl table: {key}: {done[key]['accuracy']:.2f} ({done[key]['train_seconds']:.1f} s train)", flush=True)
     invocations = read_json(work / "invocations.json", [])
@@ -168,15 +183,16 @@ def run(request: TableRequest) -> dict[str, Any]:
     save_text(work / "invocations.json", json.dumps(invocations, indent=2) + "\n")
     result = {
         "complete": stopped is None,
+        "protocol": request.protocol,
         "work": relative(work),
         "repeats": request.seeds,
         "epochs": epochs,
         "threads": request.threads,
-        "svm": SVM_NOTE,
+        "svm": SVM_NOTES[request.protocol],
         "std": STD_NOTE,
         "wall_seconds_total": round(sum((r["train_seconds"] or 0) + (r["eval_seconds"] or 0) for r in done.values()), 1),
         "runs_without_seconds": sum(r["train_seconds"] is None for r in done.values()),
-        "datasets": table(methods, done, request.seeds),
+        "datasets": table(methods, done, request.seeds, request.protocol),
         "invocations": invocations,
     }
     path = request.results_file(request.name)

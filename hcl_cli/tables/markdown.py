@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS
 from hcl_cli.tables.methods import OFFICIAL
 from hcl_cli.tables.summary import paired
 
@@ -80,9 +81,13 @@ def hardness_difference(name: str, rows: dict[str, Any]) -> tuple[str, dict[str,
 
 def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> str:
     """One plain sentence on whether hard negatives help on ``dataset``, from the 95% intervals of the paired differences
-    (:func:`hardness_difference`) of the rows with at least :data:`MIN_VERDICT_SEEDS` seeds."""
+    (:func:`hardness_difference`) of the rows with at least :data:`MIN_VERDICT_SEEDS` seeds. Rows whose encoder saw the
+    test labels (:data:`~hcl_cli.config.pretrain.TRANSDUCTIVE_LABELS`) judge neither hardness nor labels: the sentence
+    names them."""
     sides: dict[str, list[str]] = {"above": [], "within": [], "below": []}
     unjudged = []
+    transductive = [name for name, row in rows.items() if row.get("protocol") == TRANSDUCTIVE_LABELS]
+    rows = {name: row for name, row in rows.items() if name not in transductive}
     for name, row in rows.items():
         if not hard(row):
             continue
@@ -102,12 +107,14 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
     else:
         said = (
             "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph"
-            f"{' (hscl: above scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
+            f"{' (hscl judged against scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
             f"({len(sides['within'])} of {count} within the noise{below}{left_out})"
         )
     labels = rows.get("scl", {}).get("minus_ucl")
     if labels and labels["ci95"] and labels["n"] >= MIN_VERDICT_SEEDS:
         said += f". The labels (scl against InfoGraph): {interval_text(labels)}"
+    if transductive:
+        said += f". Not judged here ({TRANSDUCTIVE_LABELS}): {', '.join(transductive)}"
     base = rows.get("ucl", {}).get("minus_untrained")
     if base and base["ci95"]:
         side = "above" if base["ci95"][0] > 0 else "below" if base["ci95"][1] < 0 else "within the noise of"
@@ -135,8 +142,9 @@ def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None)
         for name, row in rows["methods"].items():
             paper = "; ".join(f"{number} ({table})" for table, number in row["paper"].items()) or "-"
             differences = f"{interval_text(minus_infograph(name, rows['methods']))} | {interval_text(row['minus_untrained'])}"
+            shown = f"{name} ({TRANSDUCTIVE_LABELS})" if row.get("protocol") == TRANSDUCTIVE_LABELS else name
             lines.append(
-                f"| {dataset} | {name} | {ours_text(row)} | {paper} | {within_one_std(row)} | {differences} |"
+                f"| {dataset} | {shown} | {ours_text(row)} | {paper} | {within_one_std(row)} | {differences} |"
                 + checked_cell(checked, dataset, name)
             )
         verdicts.append(f"- {verdict(dataset, rows['methods'], untrained)}")
@@ -170,7 +178,16 @@ TABLES_NOTE = (
     "std\" says whether each paper's number lies within one std of our mean. The intervals are 95% t intervals of the "
     "per-seed paired differences from InfoGraph (ucl, the tables' InfoGraph row; for HCL Fig. 3's rows their beta 0 in the "
     "same reading, which Fig. 3 labels InfoGraph) and from the untrained encoder of the same seed. Each dataset's sentence "
-    "says whether a hard-negative row (hucl with beta > 0, hscl, ot) is above its InfoGraph beyond that interval.\n"
+    "says whether a hard-negative row (hucl with beta > 0, hscl, ot) is above its InfoGraph beyond that interval (hscl: "
+    "judged against scl), and what the labels add (scl against InfoGraph), judged from inductive rows only. Each table names "
+    "its protocol (docs/protocol-graphs.md): inductive, seed s pretrains every method, ucl included, without the graphs of "
+    "fold s of one seeded 10-fold split and the SVM, fitted on the other folds, scores fold s (ten seeds score each graph "
+    "once); transductive, every graph is pretrained on and the SVM cross-validates over all, so that an scl or hscl row's "
+    f"encoder saw the test labels, which its name says ({TRANSDUCTIVE_LABELS}).\n"
+)
+BETA_NOTE = (
+    "The hucl and hscl rows run beta 1 (H-SCL's main.py default) beside the paper's best of beta in {1, 2, 10}, which "
+    "Table II and Table V print without naming the beta; the `betas` group runs 2 and 10.\n\n"
 )
 
 
@@ -182,8 +199,10 @@ def sections(results: dict[str, dict[str, Any]], verifications: dict[str, dict[s
         tables = "HCL Fig. 3" if is_fig3(result) else "H-SCL Table II and HCL-OT Table V"
         state = "" if result["complete"] else ", still running"
         parts.append(
-            f"\n### {tables}: {', '.join(result['datasets'])} (`{folder}/reproduce_graph_{name}.json`, "
+            f"\n### {tables}: {', '.join(result['datasets'])} ({result.get('protocol', 'transductive')}; "
+            f"`{folder}/reproduce_graph_{name}.json`, "
             f"{result['repeats']} seeds of {''.join(filter(str.isdigit, str(result['epochs'])))} epochs{state})\n\n"
+            + ("" if is_fig3(result) else BETA_NOTE)
             + markdown(result, verifications.get(name))
         )
     return "".join(parts)

@@ -7,6 +7,12 @@ of every graph and the SVM protocol (:func:`hcl_cli.graph.svm.svm_protocol`, see
 seed, so that the methods of one seed share their initial encoder and their folds), without the
 stage's per-epoch checkpoints and log files. With ``train=False`` it reads out the untrained
 encoder of that seed, the initialisation every method of the seed starts from.
+
+Under the ``inductive`` protocol (docs/protocol-graphs.md) run ``seed`` pretrains every method, ucl and the untrained
+encoder's readout included, without the graphs of fold ``seed % 10`` of one seeded 10-fold split
+(:func:`~hcl_cli.graph.svm.inductive_fold`), fits the SVM on the other graphs' embeddings and scores that fold, so that
+no held-out label reaches pretraining and ten seeds score every graph once; under ``transductive`` every graph is
+pretrained on and the SVM cross-validates over all of them (an scl or hscl encoder then saw the test labels).
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
-from hcl_cli.graph.modality import GRAPHS
-from hcl_cli.graph.svm import svm_protocol
+from hcl_cli.graph.modality import GRAPHS, GraphSamples
+from hcl_cli.graph.prepared import SPLITS
+from hcl_cli.graph.svm import PAPER_FOLDS, heldout_svm, inductive_fold, svm_protocol
 from hcl_cli.provenance import run_identity
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
@@ -41,9 +49,9 @@ class Prepared:
 
 
 def load_prepared(folder: Path) -> Prepared:
-    """Load the prepared graph folder ``folder`` once: every graph (the splits concatenated, as pretrain reads them) and the labels."""
+    """Load the prepared graph folder ``folder`` once: every graph (the splits concatenated) and the labels."""
     card = GRAPHS.load_card(folder)
-    samples, labels = GRAPHS.load_samples(folder, GRAPHS.training_splits(card, True), "cpu")
+    samples, labels = GRAPHS.load_samples(folder, SPLITS, "cpu")
     return Prepared(folder, card, samples, labels)
 
 
@@ -71,20 +79,38 @@ def train_encoder(
     return model
 
 
-def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int) -> dict[str, Any]:
-    """The SVM protocol (seeded by ``seed``) on the frozen graph embeddings of every graph."""
+def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int, held_out: np.ndarray | None = None) -> dict[str, Any]:
+    """The SVM protocol (seeded by ``seed``) on the frozen graph embeddings of every graph; with ``held_out`` (the
+    inductive protocol) the SVM fitted on the other graphs' embeddings and scored on the held-out ones."""
     embeddings, _ = GRAPHS.embed(model, None, data.samples, batch_size, "embed")
-    result = svm_protocol(embeddings.numpy(), data.labels.numpy(), seed=seed)
-    return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0]}
+    x, y = embeddings.numpy(), data.labels.numpy()
+    if held_out is None:
+        result = svm_protocol(x, y, seed=seed)
+        return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0]}
+    training = np.setdiff1d(np.arange(len(y)), held_out)
+    fold = heldout_svm(x[training], y[training], x[held_out], y[held_out])
+    return {"accuracy": 100 * fold.accuracy, "fold": seed % PAPER_FOLDS, "held_out": len(held_out), "chosen_c": [fold.c]}
 
 
-def run_one(values: dict[str, Any], seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool = True) -> dict[str, Any]:
-    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed)."""
+def training_part(data: Prepared, seed: int) -> tuple[Prepared, np.ndarray]:
+    """The inductive protocol's run ``seed``: the graphs it pretrains on (those outside its held-out fold, with their
+    labels) and the held-out graphs' positions in ``data`` (:func:`~hcl_cli.graph.svm.inductive_fold`)."""
+    held_out = inductive_fold(data.labels.numpy(), seed)[1]
+    kept = torch.from_numpy(np.setdiff1d(np.arange(len(data.labels)), held_out))
+    samples = GraphSamples(data.samples.batcher, data.samples.indices[kept])
+    return Prepared(data.folder, data.card, samples, data.labels[kept]), held_out
+
+
+def run_one(
+    values: dict[str, Any], seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool = True, protocol: str = "inductive"
+) -> dict[str, Any]:
+    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed) under ``protocol``."""
     config = PretrainConfig(**{**values, **({"epochs": epochs} if epochs else {})}, seed=seed, data=str(data.folder), device="cpu")
+    training, held_out = training_part(data, seed) if protocol == "inductive" else (data, None)
     start = time.perf_counter()
-    model = train_encoder(config, data, scratch, train=train)
+    model = train_encoder(config, training, scratch, train=train)
     trained = time.perf_counter()
-    figures = evaluate(model, data, seed, config.batch_size)
+    figures = evaluate(model, data, seed, config.batch_size, held_out)
     done = time.perf_counter()
     seconds = {"train_seconds": round(trained - start, 3), "eval_seconds": round(done - trained, 3)}
     return {**figures, **seconds, "load": round(os.getloadavg()[0], 2), "provenance": run_identity()}

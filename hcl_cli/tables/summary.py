@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, PretrainConfig
 from hcl_cli.presets import graphs as presets
 from hcl_cli.tables.methods import Method
 
@@ -55,11 +56,11 @@ def summary(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]], epochs: Any) -> dict[str, Any]:
+def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]], epochs: Any, protocol: str) -> dict[str, Any]:
     """The runs a results file holds (per seed: the accuracy, and the seconds where it kept them), for the
-    methods whose parameters and epochs are those asked for: what a rerun resumes from when the work
-    folder's runs.json is gone (a fresh clone has only the committed results file)."""
-    if result.get("epochs") != epochs:
+    methods whose parameters, epochs and protocol are those asked for (a file without a protocol ran transductive):
+    what a rerun resumes from when the work folder's runs.json is gone (a fresh clone has only the committed results file)."""
+    if result.get("epochs") != epochs or result.get("protocol", "transductive") != protocol:
         return {}
     runs: dict[str, Any] = {}
     for dataset, rows in methods.items():
@@ -86,8 +87,8 @@ def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]
     return runs
 
 
-def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: int) -> dict[str, Any]:
-    """The results file's per-dataset rows from the runs done."""
+def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: int, protocol: str) -> dict[str, Any]:
+    """The results file's per-dataset rows from the runs done, each naming its protocol (:func:`protocol_label`)."""
     out = {}
     for dataset, rows in methods.items():
         by = {name: {int(k.rsplit("/", 1)[1]): v for k, v in done.items() if k.rsplit("/", 1)[0] == f"{dataset}/{name}"} for name in rows}
@@ -98,6 +99,7 @@ def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: 
             entries[name] = {
                 "parameters": spec.pretrain,
                 "paper": spec.paper,
+                "protocol": protocol_label(protocol, spec.pretrain),
                 **summary(runs),
                 "complete": len(runs) == repeats,
                 "minus_ucl": paired(runs, by["ucl"]) if "ucl" in by and name != "ucl" else None,
@@ -105,3 +107,9 @@ def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: 
             }
         out[presets.TU_DATASETS[dataset][0]] = {"untrained": summary(untrained), "methods": entries}
     return out
+
+
+def protocol_label(protocol: str, pretrain: dict[str, Any]) -> str:
+    """A row's protocol as the results file and the tables name it: a transductive row whose sampler reads labels says
+    that its encoder saw the test labels (:data:`~hcl_cli.config.pretrain.TRANSDUCTIVE_LABELS`)."""
+    return TRANSDUCTIVE_LABELS if protocol == "transductive" and PretrainConfig(**pretrain).needs_labels else protocol
