@@ -73,7 +73,9 @@ def invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str, name: st
 def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_and_refuses_other_parameters(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 20)  # the tables' batch of 128 fits in the nine folds a run pretrains on
+    write_toy_tu(
+        tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 20
+    )  # the tables' batch of 128 fits in the nine folds a run pretrains on
     first = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "1", "--epochs", "1")
     second = invoke(monkeypatch, tmp_path, "--datasets", "mutag", "--methods", "scl", "--repeats", "2", "--epochs", "1")
     rows = second["datasets"]["MUTAG"]
@@ -100,7 +102,9 @@ def test_a_rerun_adds_seeds_keeps_the_runs_done_resumes_from_the_results_file_an
 def test_parts_run_by_parallel_processes_merge_into_one_table_without_running_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    write_toy_tu(tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 20)  # the tables' batch of 128 fits in the nine folds a run pretrains on
+    write_toy_tu(
+        tmp_path / "raw", name="MUTAG", graphs=TABLE_BATCH + 20
+    )  # the tables' batch of 128 fits in the nine folds a run pretrains on
     smoke = ("--datasets", "mutag", "--repeats", "1", "--epochs", "1")
     part_a = invoke(monkeypatch, tmp_path, *smoke, "--methods", "scl", name="part_a")
     part_b = invoke(monkeypatch, tmp_path, *smoke, "--methods", "hscl", name="part_b")

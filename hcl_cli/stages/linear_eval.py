@@ -104,7 +104,9 @@ def inductive_svm_metrics(config: LinearConfig, data: EvalSet) -> None:
     )
     details = {"svm": heldout_details(fold, grid, config.svm_inner_folds)}
     test_size = len(data.test_y)
-    save_metrics(config.out, EvaluationMetrics.measured({1: fold.accuracy, 5: fold.top5}, test_size, config, data.scored, details), "linear-eval")
+    save_metrics(
+        config.out, EvaluationMetrics.measured({1: fold.accuracy, 5: fold.top5}, test_size, config, data.scored, details), "linear-eval"
+    )
     print(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {fold.accuracy:.4f} on the {test_size} test graphs, fitted on the "
         f"{len(data.train_y)} train graphs (inductive: the encoder read the train labels only; {config.feature} features)"
