@@ -112,3 +112,15 @@ def test_verify_of_a_missing_or_foreign_file_is_a_usage_error(tmp_path: Path) ->
     (tmp_path / "other.json").write_text('{"rows": []}')
     with pytest.raises(UsageError, match="not a table's results file"):
         table_stage.verify(tmp_path / "other.json")
+
+
+def test_a_sentence_names_the_transductive_rows_even_with_too_few_seeds_to_judge_the_rest() -> None:
+    """A row whose encoder saw the test labels is never judged, and the dataset's sentence says so, also when no other
+    row has the seeds for a verdict yet."""
+    from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS
+    from hcl_cli.tables.markdown import verdict
+
+    row = {"parameters": {"sampler": "scl"}, "protocol": TRANSDUCTIVE_LABELS, "seeds": [0], "accuracies": [80.0], "minus_ucl": None}
+    hard = {"parameters": {"sampler": "hscl", "beta": 1.0}, "protocol": "inductive", "seeds": [0], "accuracies": [81.0]}
+    sentence = verdict("MUTAG", {"scl": row, "hscl": hard}, {"seeds": []})
+    assert "too few seeds" in sentence and f"Not judged here ({TRANSDUCTIVE_LABELS}): scl" in sentence

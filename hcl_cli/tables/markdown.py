@@ -99,8 +99,9 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
         sides[side].append(f"{name} {interval_text(diff)}" + (f" against {against}" if against != "InfoGraph" else ""))
     count = sum(map(len, sides.values()))
     left_out = f"; not judged yet, under {MIN_VERDICT_SEEDS} seeds: {', '.join(unjudged)}" if unjudged else ""
+    not_judged = f". Not judged here ({TRANSDUCTIVE_LABELS}): {', '.join(transductive)}" if transductive else ""
     if not count:
-        return f"{dataset}: too few seeds yet to say whether hard negatives help{left_out}."
+        return f"{dataset}: too few seeds yet to say whether hard negatives help{left_out}{not_judged}."
     below = f"; below it beyond the noise: {', '.join(sides['below'])}" if sides["below"] else ""
     if sides["above"]:
         said = f"hard negatives help beyond the noise in {', '.join(sides['above'])} ({len(sides['within'])} of {count} hard-negative rows within the noise{below}{left_out})"
@@ -113,8 +114,7 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
     labels = rows.get("scl", {}).get("minus_ucl")
     if labels and labels["ci95"] and labels["n"] >= MIN_VERDICT_SEEDS:
         said += f". The labels (scl against InfoGraph): {interval_text(labels)}"
-    if transductive:
-        said += f". Not judged here ({TRANSDUCTIVE_LABELS}): {', '.join(transductive)}"
+    said += not_judged
     base = rows.get("ucl", {}).get("minus_untrained")
     if base and base["ci95"]:
         side = "above" if base["ci95"][0] > 0 else "below" if base["ci95"][1] < 0 else "within the noise of"
