@@ -108,6 +108,17 @@ def test_crlf_line_endings_are_kept(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert data.count(b"\r\n") == data.count(b"\n") and yaml.safe_load(data) == expected_params(text)
 
 
+def test_a_byte_order_mark_is_read_past_and_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A params file that starts with a UTF-8 byte-order mark, which the stages and DVC read, is edited like any other."""
+    path = tmp_path / "params.yaml"
+    text = "pretrain:\n  sampler: ucl\n  epochs: 3\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert hcl_preset(path, capsys)[0] == 0
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and not data[3:].startswith(b"\xef\xbb\xbf")
+    assert yaml.safe_load(data[3:]) == expected_params(text)
+
+
 def test_a_symlinked_params_file_writes_its_target_and_keeps_the_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "shared" / "params.yaml"
     target.parent.mkdir()

@@ -71,7 +71,8 @@ def plan(preset: Preset, path: Path) -> Plan:
     target = path.resolve() if path.is_symlink() else path
     text = read_params_text(path, target)
     before = parse(path, text)
-    edited = edit_groups(text, groups, before)
+    bom = "\ufeff" if text.startswith("\ufeff") else ""  # kept, as the stages and DVC read past it
+    edited = bom + edit_groups(text.removeprefix(bom), groups, before)
     expected = {**before, **{group: {**(before.get(group) or {}), **values} for group, values in groups.items()}}
     try:
         after = parse_params(edited, path)
