@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hcl_cli.errors import UsageError
 from hcl_cli.stages import table as table_stage
 from hcl_cli.stages.table import TableRequest
 from hcl_cli.tables.markdown import markdown
+from hcl_cli.tables.runs import Prepared
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,3 +126,47 @@ def test_a_sentence_names_the_transductive_rows_even_with_too_few_seeds_to_judge
     hard = {"parameters": {"sampler": "hscl", "beta": 1.0}, "protocol": "inductive", "seeds": [0], "accuracies": [81.0]}
     sentence = verdict("MUTAG", {"scl": row, "hscl": hard}, {"seeds": []})
     assert "too few seeds" in sentence and f"Not judged here ({TRANSDUCTIVE_LABELS}): scl" in sentence
+
+
+def relabelled(data: Prepared, labels: torch.Tensor) -> Prepared:
+    """``data`` with every graph's label replaced by ``labels`` (by position), in the batcher's graphs too."""
+    import dataclasses
+
+    from hcl_cli.graph.batch import GraphBatcher
+    from hcl_cli.graph.data import load_prepared_graphs
+    from hcl_cli.graph.modality import GraphSamples
+
+    dataset, _ = load_prepared_graphs(data.folder)
+    by_graph = dataset.labels.clone()
+    by_graph[data.samples.indices] = labels
+    batcher = GraphBatcher(dataclasses.replace(dataset, labels=by_graph), "cpu")
+    return Prepared(data.folder, data.card, GraphSamples(batcher, data.samples.indices), labels)
+
+
+def test_an_inductive_table_run_never_reads_a_held_out_graph_s_label(tmp_path: Path) -> None:
+    """Under the inductive protocol (hcl_cli.tables.runs) run ``seed`` pretrains without the graphs of its held-out fold:
+    with the same fold, flipping those graphs' labels leaves the trained scl encoder bitwise the same, flipping others'
+    changes it."""
+    from test_graph_step import write_toy_tu
+
+    from hcl_cli.config import PretrainConfig
+    from hcl_cli.tables.runs import train_encoder, training_part
+
+    data = table_stage.prepared(tmp_path / "work", "TOY", write_toy_tu(tmp_path / "raw"))
+    config = PretrainConfig(sampler="scl", arch="gin", epochs=2, batch_size=16, seed=3, data=str(data.folder), device="cpu")
+    training, held_out = training_part(data, config.seed)
+    held_out_graphs = set(data.samples.indices[torch.from_numpy(held_out)].tolist())
+    assert len(held_out) > 0 and not held_out_graphs & set(training.samples.indices.tolist())
+    encoder = train_encoder(config, training, tmp_path / "scratch").state_dict()
+
+    def trained_with(labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        part, _ = training_part(relabelled(data, labels), config.seed, held_out)  # the same fold
+        return train_encoder(config, part, tmp_path / "scratch").state_dict()
+
+    flipped = data.labels.clone()
+    flipped[held_out] = 1 - flipped[held_out]
+    assert all(torch.equal(encoder[name], tensor) for name, tensor in trained_with(flipped).items()), "a held-out label reached pretraining"
+    seen = data.labels.clone()
+    kept = [index for index in range(len(seen)) if index not in set(held_out.tolist())][:4]
+    seen[kept] = 1 - seen[kept]
+    assert not all(torch.equal(encoder[name], tensor) for name, tensor in trained_with(seen).items()), "scl reads the training labels"

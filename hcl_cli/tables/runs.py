@@ -92,10 +92,11 @@ def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int,
     return {"accuracy": 100 * fold.accuracy, "fold": seed % PAPER_FOLDS, "held_out": len(held_out), "chosen_c": [fold.c]}
 
 
-def training_part(data: Prepared, seed: int) -> tuple[Prepared, np.ndarray]:
+def training_part(data: Prepared, seed: int, held_out: np.ndarray | None = None) -> tuple[Prepared, np.ndarray]:
     """The inductive protocol's run ``seed``: the graphs it pretrains on (those outside its held-out fold, with their
-    labels) and the held-out graphs' positions in ``data`` (:func:`~hcl_cli.graph.svm.inductive_fold`)."""
-    held_out = inductive_fold(data.labels.numpy(), seed)[1]
+    labels) and the held-out graphs' positions in ``data`` (:func:`~hcl_cli.graph.svm.inductive_fold`, or ``held_out``)."""
+    if held_out is None:
+        held_out = inductive_fold(data.labels.numpy(), seed)[1]
     kept = torch.from_numpy(np.setdiff1d(np.arange(len(data.labels)), held_out))
     samples = GraphSamples(data.samples.batcher, data.samples.indices[kept])
     return Prepared(data.folder, data.card, samples, data.labels[kept]), held_out
