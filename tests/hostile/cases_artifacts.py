@@ -52,11 +52,11 @@ CASES: list[Case] = [
         check=absent("/tmp/hcl-hostile-escaped"),
     ),
     usage("checkpoint pointer escapes", *RESUME, setup=write("models/checkpoints/latest.json", '{"checkpoint": "../encoder.safetensors"}')),
-    usage(  # hcl writes its pointer whole (temporary file, rename), so this one is not hcl's: the ownership rule
+    usage(  # hcl writes its pointer whole (temporary file, rename), so this one is not hcl's: its record's hash says so
         "checkpoint pointer garbage",
         *RESUME,
         setup=write("models/checkpoints/latest.json", "[]"),
-        check=says("latest.json exists and is a file hcl has no record of writing"),
+        check=says("latest.json exists and is not the checkpoint pointer hcl wrote there (changed since"),
     ),
     usage("checkpoint position a bool", *RESUME, setup=checkpoint_position_bool),
     success("latest.json deleted resumes", *RESUME, setup=remove("models/checkpoints/latest.json"), check=resumed_from),
