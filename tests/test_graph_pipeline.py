@@ -58,14 +58,8 @@ def test_dvc_repro_runs_every_stage_on_graphs(repo: Path) -> None:
     assert "| SVM | trained |" in report and "none: summed node features" in report
 
 
-def test_switching_the_sampler_reruns_all_but_prepare(repo: Path) -> None:
-    set_params(repo, {"pretrain": {"sampler": "scl"}})
-    assert repro(repo) == STAGES - {"prepare"}
-    report = (repo / "reports" / "report.md").read_text()
-    assert "test graphs included" in report, "the report marks that pretraining read every graph's label"
-
-
 def test_the_svm_metrics_are_deterministic_for_a_seed(repo: Path, tmp_path: Path) -> None:
+    """On the self-supervised (hucl) run's embeddings, before the sampler switch below: the SVM cross-validates every graph."""
     embeddings = str(repo / "data" / "embeddings.safetensors")
     results = []
     for seed, name in ((0, "a"), (0, "b"), (1, "c")):
@@ -79,6 +73,13 @@ def test_the_svm_metrics_are_deterministic_for_a_seed(repo: Path, tmp_path: Path
     svm = [result["details"]["svm"] for result in results]
     assert svm[0]["fold_accuracies"] != svm[2]["fold_accuracies"], "another seed draws other folds"
     assert len(svm[0]["repeat_means"]) == 2
+
+
+def test_switching_the_sampler_reruns_all_but_prepare(repo: Path) -> None:
+    set_params(repo, {"pretrain": {"sampler": "scl"}})
+    assert repro(repo) == STAGES - {"prepare"}
+    report = (repo / "reports" / "report.md").read_text()
+    assert "**yes**, inductive: `scl` reads the labels of the train split" in report, "the default protocol reads no test label"
 
 
 def test_the_papers_protocol_and_an_image_objective_are_refused_on_graphs(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

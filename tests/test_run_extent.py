@@ -53,8 +53,8 @@ def test_compare_labels_a_run_stopped_by_max_steps_and_lists_its_steps_in_the_cs
     assert "| Experiment | Dataset | Protocol | Sampler | Pretraining |" in table
     assert "| short | - | - | hucl | stopped at step 120 of 300 |" in table
     csv_lines = compare.csv_table(rows).splitlines()
-    assert csv_lines[0].startswith("experiment,rev,baseline,dataset,protocol,steps,planned_steps,")
-    assert csv_lines[1].startswith("short,aaaaaaa,main,-,-,120,300,")
+    assert csv_lines[0].startswith("experiment,rev,baseline,dataset,protocol,pretraining_labels,steps,planned_steps,")
+    assert csv_lines[1].startswith("short,aaaaaaa,main,-,-,,120,300,")
     assert csv_lines[3].startswith("old,aaaaaaa,main,-,-,,,")
     complete_only = compare.markdown_table(rows[1:], [])
     assert "Pretraining" not in complete_only
