@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from hcl_cli.artifacts.record import RECORD_FILE
+
 from .harness import Check, Result, Setup
 
 
@@ -58,10 +60,12 @@ def one_stdout_line(work: Path, result: Result[str]) -> str | None:
 
 
 def checkpoints_whole(work: Path, result: Result[str]) -> str | None:
-    """No temporary file in ``m/``; every checkpoint there has its sidecar; latest.json, when there, names one of them."""
+    """No temporary file in ``m/``; every checkpoint there has its sidecar; latest.json, when there, names one of them.
+    hcl's record of what it wrote there (:data:`~hcl_cli.artifacts.record.RECORD_FILE`) is no leftover."""
     folder = work / "m" / "checkpoints"
     names = sorted(os.listdir(folder)) if folder.is_dir() else []
-    hidden = [name for name in [*names, *(os.listdir(work / "m") if (work / "m").is_dir() else [])] if name.startswith(".")]
+    every = [*names, *(os.listdir(work / "m") if (work / "m").is_dir() else [])]
+    hidden = [name for name in every if name.startswith(".") and name != RECORD_FILE]
     if hidden:
         return f"left behind: {hidden}"
     tensors = {name for name in names if name.endswith(".safetensors")}
