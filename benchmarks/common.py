@@ -28,6 +28,7 @@ from hcl_cli.image.card import CARD_FILE, DatasetCard, load_card
 from hcl_cli.image.prepared import load_split
 from hcl_cli.image.step import TrainingStep, build_training
 from hcl_cli.provenance import changed_files, cpu_model, git_head
+from hcl_cli.provenance import portable as provenance_portable
 from hcl_cli.stages import prepare
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
@@ -71,17 +72,8 @@ def commit() -> dict[str, Any]:
 
 
 def portable(argument: str) -> str:
-    """A command-line argument without the machine's absolute paths: a path under the repository relative to it, any
-    other absolute path (``--work /tmp/x``, ``--prepare path=/data/y``) as ``<name>`` of its last part."""
-
-    def one(path: str) -> str:
-        if not os.path.isabs(path):
-            return path
-        resolved = Path(path).resolve()
-        return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else f"<{resolved.name}>"
-
-    key, equals, value = argument.rpartition("=")
-    return f"{key}{equals}{one(value)}" if equals else one(argument)
+    """:func:`hcl_cli.provenance.portable` under the repository root."""
+    return provenance_portable(argument, ROOT)
 
 
 def write_result(name: str, payload: dict[str, Any], device: str | torch.device = "cpu") -> Path:

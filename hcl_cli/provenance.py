@@ -10,6 +10,7 @@ differ are recorded by name.
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -156,3 +157,17 @@ def cpu_model() -> str | None:
             return next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), None)
     except OSError:
         return None
+
+
+def portable(argument: str, root: Path) -> str:
+    """A command-line argument without the machine's absolute paths, for a results file: a path under ``root`` relative to
+    it, any other absolute path (``--work /tmp/x``, ``--prepare path=/data/y``) as ``<name>`` of its last part."""
+
+    def one(path: str) -> str:
+        if not os.path.isabs(path):
+            return path
+        resolved = Path(path).resolve()
+        return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else f"<{resolved.name}>"
+
+    key, equals, value = argument.rpartition("=")
+    return f"{key}{equals}{one(value)}" if equals else one(argument)

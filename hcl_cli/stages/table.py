@@ -42,7 +42,7 @@ from hcl_cli.config import PrepareConfig
 from hcl_cli.config.pretrain import LABEL_PROTOCOLS
 from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.presets import graphs as presets
-from hcl_cli.provenance import run_identity
+from hcl_cli.provenance import portable, run_identity
 from hcl_cli.stages import prepare
 from hcl_cli.tables.markdown import markdown
 from hcl_cli.tables.methods import Method, expand, method
@@ -73,7 +73,7 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` to ``path`` whole (a temporary sibling renamed into place), after the invocation's provenance."""
     header = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": shlex.join(["hcl", *sys.argv[1:]]),
+        "command": shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])]),
     }
     save_text(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")
 
@@ -179,7 +179,8 @@ def run(request: TableRequest) -> dict[str, Any]:
         save_text(runs_path, json.dumps(done, indent=2) + "\n")
         print(f"hcl table: {key}: {done[key]['accuracy']:.2f} ({done[key]['train_seconds']:.1f} s train)", flush=True)
     invocations = read_json(work / "invocations.json", [])
-    invocations.append({"command": shlex.join(sys.argv), "seconds": round(time.monotonic() - started, 1), "stopped": stopped})
+    command = shlex.join(portable(argument, Path.cwd().resolve()) for argument in sys.argv)  # a results file holds no machine path
+    invocations.append({"command": command, "seconds": round(time.monotonic() - started, 1), "stopped": stopped})
     save_text(work / "invocations.json", json.dumps(invocations, indent=2) + "\n")
     result = {
         "complete": stopped is None,
