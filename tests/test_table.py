@@ -170,3 +170,29 @@ def test_an_inductive_table_run_never_reads_a_held_out_graph_s_label(tmp_path: P
     kept = [index for index in range(len(seen)) if index not in set(held_out.tolist())][:4]
     seen[kept] = 1 - seen[kept]
     assert not all(torch.equal(encoder[name], tensor) for name, tensor in trained_with(seen).items()), "scl reads the training labels"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "reruns"), [({"protocol": "transductive"}, "transductive"), ({}, "transductive"), ({"protocol": "inductive"}, "inductive")]
+)
+def test_verify_reruns_a_row_under_the_protocol_its_file_ran(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, recorded: dict, reruns: str
+) -> None:
+    """A transductive file (or one from before protocols were recorded) is rerun transductive, an inductive one inductive:
+    verifying against the other protocol's readout would call every row different."""
+    from hcl_cli.tables import verify as verify_module
+
+    protocols = []
+
+    def fake_run(values: dict, seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool, protocol: str) -> dict:
+        protocols.append(protocol)
+        return {"accuracy": 80.0, "train_seconds": 0.0, "eval_seconds": 0.0}
+
+    monkeypatch.setattr(verify_module, "run_one", fake_run)
+    row = {"seeds": [0], "accuracies": [80.0], "parameters": {"sampler": "ucl"}}
+    result = {**recorded, "datasets": {"MUTAG": {"untrained": dict(row), "methods": {"ucl": dict(row)}}}}
+    card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
+    record = verify_module.verification(
+        result, "x.json", lambda name: Prepared(tmp_path, card, None, torch.zeros(0)), tmp_path, say=lambda _: None
+    )
+    assert protocols == [reruns, reruns] and record["protocol"] == reruns and record["equal"] == 2

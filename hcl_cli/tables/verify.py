@@ -1,8 +1,8 @@
 """Re-derive a results file: rerun one seed of every row (seed 0 where the row has it, else its first) at the current
 commit and say per row whether the accuracy equals the recorded one to the printed digits (two decimals).
 
-A row's run is what the file records for it: its ``parameters`` and the file's ``epochs``, the
-untrained encoder with the parameters of the dataset's ``ucl`` row. The record
+A row's run is what the file records for it: its ``parameters``, the file's ``epochs`` and ``protocol`` (a file
+without one ran transductive), the untrained encoder with the parameters of the dataset's ``ucl`` row. The record
 (:func:`verification`) holds the commit, dirty flag, versions and machine of the rerun, and per row
 the seed, the recorded and the new accuracy and whether they are equal; the README's tables read it
 (:func:`hcl_cli.tables.markdown.markdown`). One run per row: a file costs the sum over its rows of
@@ -69,6 +69,7 @@ def verification(
     """Rerun every row of ``result`` (the results file ``source``) once, ``load`` giving each dataset by its TU name; the record."""
     planned = planned_rows(result)
     epochs = file_epochs(result)
+    protocol = result.get("protocol", "transductive")
     started = time.monotonic()
     loaded: dict[str, Prepared] = {}
     checked = []
@@ -76,7 +77,7 @@ def verification(
     for index, (dataset, name, seed, recorded, parameters, cpu) in enumerate(planned, start=1):
         if dataset not in loaded:
             loaded[dataset] = load(dataset)
-        run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained")
+        run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained", protocol=protocol)
         now = round(run["accuracy"], 2)
         equal = now == round(recorded, 2)
         checked.append(
@@ -100,6 +101,7 @@ def verification(
         **identity,
         "seed_rule": "0 (else the row's first)",
         "epochs": result.get("epochs"),
+        "protocol": protocol,
         "data": {dataset: {"source": Path(data.card.source).name, "files": data.card.files} for dataset, data in loaded.items()},
         "rows": checked,
         "equal": sum(row["equal"] for row in checked),
