@@ -82,10 +82,14 @@ def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
     }
     lines = markdown(result, record).splitlines()
     assert lines[0].endswith("| seed 0 reruns equal at 0123456789+dirty |")
-    assert lines[2].endswith("| yes |") and lines[3].endswith("| no: 80.00 recorded, 79.50 now |")
+    assert lines[2].endswith("| yes |") and lines[3].endswith("| no: 80.00 recorded, 79.50 now (made before runs recorded their commit) |")
     assert "reruns equal" not in markdown(result)
-    record["rows"][1]["recorded_cpu"] = "AMD EPYC"
-    assert markdown(result, record).splitlines()[3].endswith("| no: 80.00 recorded, 79.50 now (made on AMD EPYC, rerun on Intel) |")
+    record["rows"][1].update(recorded_cpu="AMD EPYC", recorded_commit="e7894acf048ba826")
+    assert (
+        markdown(result, record)
+        .splitlines()[3]
+        .endswith("| no: 80.00 recorded, 79.50 now (made at e7894acf04 on AMD EPYC, rerun on Intel) |")
+    )
 
 
 @pytest.mark.parametrize(
@@ -189,10 +193,11 @@ def test_verify_reruns_a_row_under_the_protocol_its_file_ran(
         return {"accuracy": 80.0, "train_seconds": 0.0, "eval_seconds": 0.0}
 
     monkeypatch.setattr(verify_module, "run_one", fake_run)
-    row = {"seeds": [0], "accuracies": [80.0], "parameters": {"sampler": "ucl"}}
+    row = {"seeds": [0], "accuracies": [80.0], "parameters": {"sampler": "ucl"}, "commits": ["0123abc"]}
     result = {**recorded, "datasets": {"MUTAG": {"untrained": dict(row), "methods": {"ucl": dict(row)}}}}
     card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
     record = verify_module.verification(
         result, "x.json", lambda name: Prepared(tmp_path, card, None, torch.zeros(0)), tmp_path, say=lambda _: None
     )
     assert protocols == [reruns, reruns] and record["protocol"] == reruns and record["equal"] == 2
+    assert [row["recorded_commit"] for row in record["rows"]] == ["0123abc", "0123abc"]

@@ -163,10 +163,19 @@ def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[
         elif row.get("now") is None:
             cells[row["dataset"], row["method"]] = f"not rerun ({row.get('error', 'no result')})"
         else:
-            now_cpu, then_cpu = (verification.get("machine") or {}).get("cpu_model"), row.get("recorded_cpu")
-            where = f" (made on {then_cpu}, rerun on {now_cpu})" if then_cpu and now_cpu and then_cpu != now_cpu else ""
-            cells[row["dataset"], row["method"]] = f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now{where}"
+            cells[row["dataset"], row["method"]] = (
+                f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now ({made_where(verification, row)})"
+            )
     return f"seed 0 reruns equal at {commit}", cells
+
+
+def made_where(verification: dict[str, Any], row: dict[str, Any]) -> str:
+    """Which code and CPU made a row that reran different: its commit (or that the file predates per-run commits) and,
+    where they differ, the CPU it was made on against the rerun's."""
+    commit = row.get("recorded_commit")
+    made = f"made at {commit[:10]}" if commit else "made before runs recorded their commit"
+    now_cpu, then_cpu = (verification.get("machine") or {}).get("cpu_model"), row.get("recorded_cpu")
+    return f"{made} on {then_cpu}, rerun on {now_cpu}" if then_cpu and now_cpu and then_cpu != now_cpu else made
 
 
 def checked_cell(checked: tuple[str, dict[tuple[str, str], str]] | None, dataset: str, method: str) -> str:

@@ -42,9 +42,18 @@ def recorded_cpu(result: dict[str, Any], row: dict[str, Any], seed: int) -> str 
     return (made.get("machine") or {}).get("cpu_model") or (result.get("machine") or {}).get("cpu_model")
 
 
-def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dict[str, Any], str | None]]:
+def recorded_commit(row: dict[str, Any], seed: int) -> str | None:
+    """The commit that made ``row``'s run of ``seed``: its provenance's, else the row's per-seed ``commits`` or its one
+    ``commit``; None where the file predates per-run commits."""
+    position = row["seeds"].index(seed)
+    made = (row.get("provenance") or [None] * len(row["seeds"]))[position] or {}
+    commits = row.get("commits") or [row.get("commit")] * len(row["seeds"])
+    return made.get("commit") or commits[position]
+
+
+def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dict[str, Any], str | None, str | None]]:
     """Per row of ``result``: (dataset, method or ``untrained``, the seed to rerun, its recorded accuracy, the parameters, the CPU
-    that made it)."""
+    and the commit that made it)."""
     rows = []
     for dataset, entry in result.get("datasets", {}).items():
         methods = entry.get("methods", {})
@@ -59,7 +68,7 @@ def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dic
                 )
             seed = 0 if 0 in row["seeds"] else min(row["seeds"])
             recorded = row["accuracies"][row["seeds"].index(seed)]
-            rows.append((dataset, name, seed, float(recorded), parameters, recorded_cpu(result, row, seed)))
+            rows.append((dataset, name, seed, float(recorded), parameters, recorded_cpu(result, row, seed), recorded_commit(row, seed)))
     return rows
 
 
@@ -74,7 +83,7 @@ def verification(
     loaded: dict[str, Prepared] = {}
     checked = []
     identity = run_identity()
-    for index, (dataset, name, seed, recorded, parameters, cpu) in enumerate(planned, start=1):
+    for index, (dataset, name, seed, recorded, parameters, cpu, commit) in enumerate(planned, start=1):
         if dataset not in loaded:
             loaded[dataset] = load(dataset)
         run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained", protocol=protocol)
@@ -89,6 +98,7 @@ def verification(
                 "now": now,
                 "equal": equal,
                 "recorded_cpu": cpu,
+                "recorded_commit": commit,
                 "seconds": run["train_seconds"] + run["eval_seconds"],
             }
         )
