@@ -201,3 +201,29 @@ def test_verify_reruns_a_row_under_the_protocol_its_file_ran(
     )
     assert protocols == [reruns, reruns] and record["protocol"] == reruns and record["equal"] == 2
     assert [row["recorded_commit"] for row in record["rows"]] == ["0123abc", "0123abc"]
+
+
+def test_a_file_from_before_per_run_provenance_keeps_each_run_s_commit_when_merged(tmp_path: Path) -> None:
+    """A results file whose rows record ``commits`` and ``environments`` (before per-run provenance) resumes and merges with
+    each run's commit and machine, so a joined file still says which code made every row."""
+    from hcl_cli.tables.summary import runs_in_results
+
+    request = TableRequest(name="x", datasets=("mutag",), methods=("ucl",), data=ROOT / "data" / "raw", out=tmp_path / "out")
+    methods = table_stage.check(request)
+    environment = {"machine": {"cpu_model": "Intel"}, "python": "3.11.7", "versions": {"torch": "2.14.1"}}
+    row = {"seeds": [0, 1], "accuracies": [80.0, 81.0], "commits": ["aaa", "bbb"], "environments": ["e1", "e1"]}
+    result = {
+        "epochs": "the presets' (200)",
+        "protocol": "inductive",
+        "environments": {"e1": environment},
+        "datasets": {"MUTAG": {"untrained": dict(row), "methods": {"ucl": {**row, "parameters": methods["mutag"]["ucl"].pretrain}}}},
+    }
+    runs = runs_in_results(json.loads(json.dumps(result)), methods, "the presets' (200)", "inductive")
+    assert {key: run["provenance"]["commit"] for key, run in runs.items()} == {
+        "mutag/ucl/0": "aaa",
+        "mutag/ucl/1": "bbb",
+        "mutag/untrained/0": "aaa",
+        "mutag/untrained/1": "bbb",
+    }
+    assert runs["mutag/ucl/1"]["provenance"]["machine"] == {"cpu_model": "Intel"}
+    assert runs["mutag/ucl/1"]["provenance"]["versions"] == {"python": "3.11.7", "torch": "2.14.1"}

@@ -75,7 +75,7 @@ def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]
         for name, row in same.items():
             count = len(row["seeds"])
             timings = zip(row.get("train_seconds") or [None] * count, row.get("eval_seconds") or [None] * count, strict=True)
-            provenance = row.get("provenance") or [None] * count
+            provenance = row.get("provenance") or recorded_provenance(result, row)
             for seed, accuracy, (train, evaluation), made in zip(row["seeds"], row["accuracies"], timings, provenance, strict=True):
                 runs[f"{dataset}/{name}/{seed}"] = {
                     "accuracy": accuracy,
@@ -85,6 +85,19 @@ def runs_in_results(result: dict[str, Any], methods: dict[str, dict[str, Method]
                     "from": "results file",
                 }
     return runs
+
+
+def recorded_provenance(result: dict[str, Any], row: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """Per seed of ``row``, its provenance as a file from before per-run provenance records it: the row's ``commits`` and
+    the file's ``environments`` (versions and machine) they name, the dirty flag unknown; None where it records no commit."""
+    count = len(row["seeds"])
+    commits, environments = row.get("commits") or [None] * count, row.get("environments") or [None] * count
+    made = []
+    for commit, key in zip(commits, environments, strict=True):
+        environment = result.get("environments", {}).get(key) or {}
+        versions = {"python": environment.get("python"), **environment.get("versions", {})} if environment else None
+        made.append({"commit": commit, "dirty": None, "versions": versions, "machine": environment.get("machine")} if commit else None)
+    return made
 
 
 def table(methods: dict[str, dict[str, Method]], done: dict[str, Any], repeats: int, protocol: str) -> dict[str, Any]:
