@@ -25,9 +25,8 @@ from hcl_cli.graph.encoder import GinModel, save_graph_encoder
 from hcl_cli.image.card import load_card
 from hcl_cli.image.encoder import ENCODER_KIND, load_encoder, save_encoder
 from hcl_cli.image.momentum import MomentumQueue
-from hcl_cli.image.networks import SmallCNN, build_model
+from hcl_cli.image.networks import SmallCNN, build_model, torchvision_resnet
 from hcl_cli.image.prepared import load_split
-from hcl_cli.image.transfer import torchvision_resnet
 from hcl_cli.modality import modality_of
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.init import start_from

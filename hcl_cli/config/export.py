@@ -8,7 +8,8 @@ from typing import ClassVar
 from hcl_cli.config.base import RUNS, StageConfig, output_file, runtime
 
 EXPORT_FORMATS = ("pytorch", "safetensors", "pt2", "torchscript", "onnx")
-"""What ``hcl export`` writes (hcl_cli/image/transfer.py writes each); torch-free here, for ``--help``."""
+"""What ``hcl export`` writes: a state dict (``torch.save``, or safetensors), or the backbone as a program: torch.export's
+``ExportedProgram`` (``pt2``), TorchScript (which torch deprecates for torch.export) or ONNX (hcl_cli/image/transfer.py writes each)."""
 
 
 @dataclass(init=False, frozen=True)

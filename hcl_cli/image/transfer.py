@@ -7,8 +7,9 @@ torchvision's model with ``fc`` removed, :func:`~hcl_cli.image.networks.build_re
 :class:`~hcl_cli.image.networks.SmallCNN`. Its :func:`input_record` says what the backbone reads: the
 per-channel normalisation, the image size and channels, and the stem (for images of 64 px or less hcl's
 ResNets have the CIFAR stem of HCL's code, a 3x3 stride-1 ``conv1`` and no max-pool, which
-:func:`torchvision_resnet` rebuilds). TorchScript and ONNX export the same backbone as a self-contained
-program: torch.export's, TorchScript or ONNX, each taking a batch of any size (ONNX needs the ``onnx`` and ``onnxscript`` packages, which hcl does not depend on).
+:func:`~hcl_cli.image.networks.torchvision_resnet` rebuilds). The other formats are the same backbone as a
+self-contained program, taking a batch of any size: torch.export's, TorchScript, or ONNX (which needs the ``onnx``
+and ``onnxscript`` packages, which hcl does not depend on).
 
 In (``hcl pretrain --init``): :func:`load_backbone` loads such a state dict, torchvision's own ResNet state
 dict included (its ``fc`` left out: the backbone has none), into a model's backbone; a key missing or
@@ -30,15 +31,12 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
-from torch import Tensor, nn
+from torch import Tensor
 
 from hcl_cli.errors import InputError, UsageError, first_line, shown
 from hcl_cli.image.encoder import EncoderSidecar
 from hcl_cli.image.networks import CIFAR_STEM_MAX_SIZE, ContrastiveModel
 
-FORMATS = ("pytorch", "safetensors", "pt2", "torchscript", "onnx")
-"""What ``hcl export`` writes: a state dict (``torch.save``, or safetensors), or the backbone as a program: torch.export's
-``ExportedProgram`` (``pt2``, read by ``torch.export.load``), TorchScript (which torch deprecates for torch.export) or ONNX."""
 HEAD_KEYS = ("fc.weight", "fc.bias")
 """torchvision's ResNet classifier: what a ResNet state dict holds beyond hcl's backbone, left out when loaded."""
 ONNX_PACKAGES = ("onnx", "onnxscript")
@@ -72,22 +70,8 @@ def input_record(sidecar: EncoderSidecar, fmt: str) -> dict[str, Any]:
     }
 
 
-def torchvision_resnet(arch: str, in_channels: int, image_size: int, num_classes: int = 1000) -> nn.Module:
-    """torchvision's ``arch`` (``resnet18``, ``resnet50``) with hcl's stem for ``in_channels`` x ``image_size`` images and a
-    fresh ``fc`` of ``num_classes``: the model an exported ResNet state dict loads into with ``strict=False`` (``fc`` missing)."""
-    import torchvision
-
-    resnet = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
-    if image_size <= CIFAR_STEM_MAX_SIZE:
-        resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
-        resnet.maxpool = nn.Identity()
-    elif in_channels != 3:
-        resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
-    return resnet
-
-
 def exported_bytes(model: ContrastiveModel, fmt: str) -> bytes:
-    """The backbone of ``model`` (in eval mode, on the CPU) written in ``fmt`` (:data:`FORMATS`), in memory."""
+    """The backbone of ``model`` (in eval mode, on the CPU) written in ``fmt``, one of :data:`~hcl_cli.config.export.EXPORT_FORMATS`, in memory."""
     state = backbone_state(model)
     buffer = io.BytesIO()
     if fmt == "safetensors":

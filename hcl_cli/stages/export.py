@@ -1,7 +1,7 @@
 """``hcl export``: a trained image encoder's backbone, written for use outside hcl, with what it reads.
 
 The backbone f of an encoder artifact (the features that embed, kNN and the linear readout read; the
-projection head g stays behind) in one of :data:`~hcl_cli.image.transfer.FORMATS`
+projection head g stays behind) in one of :data:`~hcl_cli.config.export.EXPORT_FORMATS`
 (:func:`~hcl_cli.image.transfer.exported_bytes`), and ``OUT.json`` beside it: the per-channel normalisation,
 image size, channels and ResNet stem the backbone expects (:func:`~hcl_cli.image.transfer.input_record`), the
 encoder it came from (its sha256, pretrain config and epochs) and the sha256 of ``OUT``. Both are written whole
