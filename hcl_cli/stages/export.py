@@ -19,7 +19,15 @@ import json
 import os
 from pathlib import Path
 
-from hcl_cli.artifacts import check_replaceable, header_kind, library_versions, recorded_output, recorded_sha256, sidecar_path, write_output
+from hcl_cli.artifacts import (
+    check_outputs_apart,
+    check_replaceable,
+    header_kind,
+    library_versions,
+    recorded_output,
+    sidecar_path,
+    write_output,
+)
 from hcl_cli.config.export import ExportConfig
 from hcl_cli.errors import InputError, UsageError, shown
 from hcl_cli.image.encoder import ENCODER_KIND, load_encoder
@@ -43,6 +51,7 @@ def run(config: ExportConfig) -> None:
     read = {os.path.realpath(path) for path in (config.model, sidecar_path(config.model))}
     if read & {os.path.realpath(out), os.path.realpath(record)}:
         raise UsageError(f"--out {shown(config.out)} would write over the input --model {shown(config.model)}: choose another --out")
+    check_outputs_apart({"--model": config.model}, {"--out": record})  # and not inside a folder hcl writes whole
     check_replaceable("--out", out, EXPORT)
     check_replaceable("--out", record, EXPORT_SIDECAR)
     if config.format == "onnx":
@@ -55,7 +64,7 @@ def run(config: ExportConfig) -> None:
         )
     model, sidecar = load_encoder(config.model)
     content = exported_bytes(model, config.format)
-    source = {"path": shown(config.model), "sha256": recorded_sha256(config.model), "epoch": sidecar.epoch, "config": sidecar.config}
+    source = {"path": shown(config.model), "sha256": sidecar.sha256, "epoch": sidecar.epoch, "config": sidecar.config}
     digest = hashlib.sha256(content).hexdigest()
     values = {**input_record(sidecar, config.format), "sha256": digest, "encoder": source, "versions": library_versions()}
     with uninterrupted():
