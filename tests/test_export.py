@@ -15,7 +15,7 @@ import pytest
 import torch
 import torchvision
 from safetensors.torch import load_file, save_file
-from test_graph_step import write_toy_tu
+from test_graph_step import prepared  # noqa: F401 - the toy TU dataset, prepared: a fixture
 from torch import nn
 
 from hcl_cli.artifacts import load_artifact
@@ -23,9 +23,7 @@ from hcl_cli.cli import main
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import InputError
-from hcl_cli.graph.data import prepare_tu
 from hcl_cli.graph.encoder import GinModel, save_graph_encoder
-from hcl_cli.graph.prepared import write_prepared_graphs
 from hcl_cli.image.card import load_card
 from hcl_cli.image.encoder import ENCODER_KIND, load_encoder, save_encoder
 from hcl_cli.image.momentum import MomentumQueue
@@ -302,25 +300,15 @@ def test_a_resume_from_other_initial_weights_is_refused(digits: Path, tmp_path: 
     assert hcl([*args, "--epochs", "2", "--resume", "--init", str(first)], capsys)[0] == 0
 
 
-@pytest.fixture(scope="module")
-def toy_graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("toy")
-    dataset, card = prepare_tu(write_toy_tu(root / "raw"), "TOY")
-    folder = root / "prepared"
-    folder.mkdir()
-    write_prepared_graphs(folder, dataset, card, test_fraction=0.25, seed=0)
-    return folder
-
-
-def test_a_graph_run_starts_from_a_graph_encoder_only(toy_graphs: Path, tmp_path: Path) -> None:
-    modality = modality_of(toy_graphs)
-    card = modality.load_card(toy_graphs)
+def test_a_graph_run_starts_from_a_graph_encoder_only(prepared: Path, tmp_path: Path) -> None:  # noqa: F811 - the fixture
+    modality = modality_of(prepared)
+    card = modality.load_card(prepared)
     torch.manual_seed(3)
     saved = GinModel(card.feature_dim, hidden=8, layers=2)
     save_graph_encoder(tmp_path / "gin.safetensors", saved, {"epoch": 1})
     save_graph_encoder(tmp_path / "wide.safetensors", GinModel(card.feature_dim, hidden=16, layers=2), {"epoch": 1})
     save_file(saved.state_dict(), tmp_path / "plain.safetensors")
-    config = PretrainConfig(data=str(toy_graphs), gin_hidden=8, gin_layers=2, device="cpu")
+    config = PretrainConfig(data=str(prepared), gin_hidden=8, gin_layers=2, device="cpu")
     model, step = build_training(modality, config, card, DistributedContext(0, 1, 0, torch.device("cpu")))
     assert start_from(str(tmp_path / "gin.safetensors"), modality, model, step.state).described.startswith("the whole encoder")
     for name, tensor in saved.state_dict().items():
