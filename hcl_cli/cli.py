@@ -29,6 +29,7 @@ import typer.core
 
 from hcl_cli.config.base import DATA_DEFAULT_TEXT, PREPARED, StageConfig
 from hcl_cli.config.embed import EmbedConfig
+from hcl_cli.config.export import ExportConfig
 from hcl_cli.config.knn import KnnConfig
 from hcl_cli.config.linear import LinearConfig
 from hcl_cli.config.pipeline import STAGE_CONFIGS
@@ -161,6 +162,12 @@ def run_report(config: ReportConfig) -> None:
     report.run(config)
 
 
+def run_export(config: ExportConfig) -> None:
+    from hcl_cli.stages import export
+
+    export.run(config)
+
+
 STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
     PrepareConfig: run_prepare,
     PretrainConfig: run_pretrain,
@@ -168,6 +175,7 @@ STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
     LinearConfig: run_linear_eval,
     KnnConfig: run_knn_eval,
     ReportConfig: run_report,
+    ExportConfig: run_export,
 }
 
 
@@ -178,7 +186,8 @@ PARAMS_HELP = "Read this stage's parameters from FILE (its group in a params.yam
 
 
 def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
-    """A Typer command whose options are ``config_cls``'s declared options; it runs the stage."""
+    """A Typer command whose options are ``config_cls``'s declared options; it runs the stage. One with parameters also
+    takes ``--params FILE`` (its params.yaml group); one without (``hcl export``, no pipeline stage) does not."""
     options = config_cls.declared_options()
     # A boolean *parameter* takes a value (``--clip true``), as params.yaml spells it; so does a number (``1_0`` is not 10).
     valued_bools = {option.name for option in options if option.type is bool and not option.runtime}
@@ -197,10 +206,11 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
 
     parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     parameters += [typer_parameter(option, valued=option.name in valued_bools) for option in options]
-    params_option = typer.Option("--params", metavar="FILE", help=PARAMS_HELP, rich_help_panel="Runtime options")
-    parameters.append(
-        inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, params_option])
-    )
+    if config_cls.param_names():
+        params_option = typer.Option("--params", metavar="FILE", help=PARAMS_HELP, rich_help_panel="Runtime options")
+        parameters.append(
+            inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, params_option])
+        )
     command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     command.__doc__ = config_cls.__doc__
     return command
@@ -226,7 +236,7 @@ def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
-for _config_cls in STAGE_CONFIGS:
+for _config_cls in (*STAGE_CONFIGS, ExportConfig):
     app.command(_config_cls.command, cls=HelpCommand, help=_config_cls.__doc__ or "")(stage_command(_config_cls))
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import pytest
 
 from hcl_cli.cli import main
+from hcl_cli.config.export import ExportConfig
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 
-COMMANDS = [[config_cls.command] for config_cls in STAGE_CONFIGS] + [[], ["params"], ["preset"], ["compare"]]
+CONFIGS = (*STAGE_CONFIGS, ExportConfig)
+"""Every command built from a stage's configuration: the pipeline's stages, and ``hcl export``."""
+COMMANDS = [[config_cls.command] for config_cls in CONFIGS] + [[], ["params"], ["preset"], ["compare"]]
 PRETRAIN_LINES = 280
 """The most lines ``hcl pretrain --help`` may take at 80 columns (225 when written; the Rich layout took 407)."""
 
@@ -35,7 +38,7 @@ def test_help_fits_80_columns_and_shows_no_value_for_a_flag(
     assert not any(line.rstrip().endswith("...") for line in lines[1:]), "a text cut short"  # but the usage line's [ARGS]...
 
 
-@pytest.mark.parametrize("config_cls", STAGE_CONFIGS, ids=lambda cls: cls.command)
+@pytest.mark.parametrize("config_cls", CONFIGS, ids=lambda cls: cls.command)
 def test_every_option_text_is_whole(config_cls: type, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     text = " ".join(help_text([config_cls.command], capsys, monkeypatch).split())
     for option in config_cls.declared_options():
@@ -44,7 +47,7 @@ def test_every_option_text_is_whole(config_cls: type, capsys: pytest.CaptureFixt
 
 def test_every_command_text_is_whole_in_the_listing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     text = " ".join(help_text([], capsys, monkeypatch).split())
-    for config_cls in STAGE_CONFIGS:
+    for config_cls in CONFIGS:
         first_sentence = " ".join((config_cls.__doc__ or "").split()).split(". ")[0]
         assert first_sentence in text, config_cls.command
 

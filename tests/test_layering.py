@@ -24,6 +24,7 @@ LIGHT = (
     "hcl_cli.config.prepare",
     "hcl_cli.config.pretrain",
     "hcl_cli.config.embed",
+    "hcl_cli.config.export",
     "hcl_cli.config.linear",
     "hcl_cli.config.knn",
     "hcl_cli.config.report",

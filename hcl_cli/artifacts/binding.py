@@ -3,7 +3,7 @@
 What a stage makes records under :data:`INPUTS` (in its sidecar; a metrics file at its top level) what it
 was made from, by role: ``prepared`` (the sha256 of each tensor file of the prepared folder, by name),
 ``encoder`` and ``embeddings`` (the sha256 of that tensor file), ``training_log`` (the sha256 of each file of
-the training log, :func:`log_sha256`). The encoder records the prepared folder it trained on and the
+the training log, :func:`log_sha256`), ``init`` (the sha256 of the weights ``hcl pretrain --init`` started from). The encoder records the prepared folder it trained on and the
 training log its training wrote, the embeddings the encoder and the prepared folder they embed, a metrics file the
 embeddings it scored (the linear readout's ``paper`` protocol: the encoder and the prepared folder). A
 reader given one of those inputs compares (:func:`check_made_from`), and refuses in one line inputs that
@@ -27,7 +27,13 @@ from hcl_cli.errors import InputError, shown
 
 INPUTS = "inputs"
 """The key under which an artifact records what it was made from."""
-ROLES = {"prepared": "prepared dataset", "encoder": "encoder", "embeddings": "embeddings", "training_log": "training log"}
+ROLES = {
+    "prepared": "prepared dataset",
+    "encoder": "encoder",
+    "embeddings": "embeddings",
+    "training_log": "training log",
+    "init": "initial weights",
+}
 """Each input's role, and its name in messages."""
 
 Digests = str | dict[str, str]

@@ -94,7 +94,7 @@ def tensor_output(what: str, kinds: Collection[str]) -> Output:
             return f"{_artifact(sidecar)} (its sidecar {shown(sidecar_path(path))})"
         if not os.path.lexists(path):
             return None
-        header = _header_kind(path)
+        header = header_kind(path)
         if header in kinds:
             return None
         if header:
@@ -149,7 +149,7 @@ def _artifact(values: dict[str, Any] | None) -> str:
     )
 
 
-def _header_kind(path: Path) -> str | None:
+def header_kind(path: Path) -> str | None:
     """The kind :func:`~hcl_cli.artifacts.save_artifact` recorded in a safetensors file's header: "" when its header records
     none, None when the file is not safetensors at all (a user's notes) or cannot be read."""
     try:

@@ -4,7 +4,8 @@
 run) and the ``param``/``runtime`` field declarations; :mod:`~hcl_cli.config.prepare`,
 :mod:`~hcl_cli.config.pretrain`, :mod:`~hcl_cli.config.embed`, :mod:`~hcl_cli.config.linear`,
 :mod:`~hcl_cli.config.knn` and :mod:`~hcl_cli.config.report` each hold one stage's options, and
-:mod:`~hcl_cli.config.pipeline` lists them in pipeline order. A stage's code imports only its own
+:mod:`~hcl_cli.config.pipeline` lists them in pipeline order; :mod:`~hcl_cli.config.export` holds those of ``hcl export``,
+which is no pipeline stage (no params.yaml group). A stage's code imports only its own
 module, so that a stage's dvc.yaml deps (its import closure) hold no other stage's declarations:
 editing the help text of a ``knn-eval`` option reruns ``knn-eval``, not pretraining.
 
@@ -31,6 +32,7 @@ _PUBLIC = {
     "LinearConfig": "hcl_cli.config.linear",
     "KnnConfig": "hcl_cli.config.knn",
     "ReportConfig": "hcl_cli.config.report",
+    "ExportConfig": "hcl_cli.config.export",
     "STAGE_CONFIGS": "hcl_cli.config.pipeline",
 }
 

@@ -138,6 +138,12 @@ class PretrainConfig(StageConfig):
     live_dir: str = runtime(
         f"{RUNS}/dvclive/pretrain", "Folder of the per-epoch training log (metrics.json and plots/metrics/*.tsv, as dvclive lays them out)."
     )
+    init: str = runtime(
+        "",
+        "Start from these weights instead of the seeded initialisation: an hcl encoder artifact of the run's architecture "
+        "(the whole encoder; graphs: only this), or a safetensors state dict of the backbone (torchvision's ResNet state dict, "
+        "its fc left out, or hcl export --format safetensors; the projection head starts afresh). See docs/api.md.",
+    )
     resume: bool = runtime(
         False,
         "Continue from the last checkpoint in OUT/checkpoints (if any); only --epochs may differ from that run. Without it a run starts over and replaces OUT/checkpoints.",

@@ -81,17 +81,25 @@ def build_resnet(arch: str, in_channels: int, image_size: int) -> tuple[nn.Modul
     imported here, where a ResNet is built, so that a stage that never builds one does not pay for its
     import (benchmarks/results/stage_imports.json).
     """
+    resnet = torchvision_resnet(arch, in_channels, image_size)
+    feature_dim = resnet.fc.in_features
+    resnet.fc = nn.Identity()
+    return resnet, feature_dim
+
+
+def torchvision_resnet(arch: str, in_channels: int, image_size: int, num_classes: int = 1000) -> nn.Module:
+    """torchvision's ``arch`` (no pretrained weights) with hcl's stem for ``in_channels`` x ``image_size`` images and a
+    classifier ``fc`` of ``num_classes``: the CIFAR stem for 64 px or less, else ``conv1`` over ``in_channels``. Less its
+    ``fc``, hcl's backbone; with it, the model a backbone exported by ``hcl export`` loads into (``strict=False``)."""
     import torchvision
 
-    resnet = getattr(torchvision.models, arch)(weights=None)
+    resnet = getattr(torchvision.models, arch)(weights=None, num_classes=num_classes)
     if image_size <= CIFAR_STEM_MAX_SIZE:
         resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
         resnet.maxpool = nn.Identity()
     elif in_channels != 3:
         resnet.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
-    feature_dim = resnet.fc.in_features
-    resnet.fc = nn.Identity()
-    return resnet, feature_dim
+    return resnet
 
 
 class ProjectionHead(nn.Module):

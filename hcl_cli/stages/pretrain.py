@@ -47,6 +47,7 @@ from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.provenance import describe_extent, now, run_record
 from hcl_cli.runtime import set_cpu_threads
 from hcl_cli.training.builders import build_training
+from hcl_cli.training.init import start_from
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, first_step_stop, interrupted, resume_from, train_one_epoch
 from hcl_cli.training.memory import check_training_memory
@@ -68,7 +69,7 @@ def run(config: PretrainConfig) -> None:
 def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     """The training of :func:`run`, as rank ``context.rank`` of ``context.world_size``."""
     started = now()
-    check_outputs_apart({"--data": config.data}, {"--out": config.out, "--live-dir": config.live_dir})
+    check_outputs_apart({"--data": config.data, "--init": config.init}, {"--out": config.out, "--live-dir": config.live_dir})
     check_replaceable("--out", Path(config.out) / ENCODER_FILE, tensor_output("encoder artifact", encoder_kinds()))
     CheckpointStore(Path(config.out) / CHECKPOINTS_FOLDER).check_replaceable("--out")
     TrainingLog(config.live_dir).check_replaceable("--live-dir")
@@ -100,11 +101,20 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         samples, labels = modality.load_samples(config.data, splits, device)
         context.seed_everything(config.seed)
         model, step = build_training(modality, config, card, context)
+        initial = start_from(config.init, modality, model, step.state) if config.init else None
+        started_from = {"init": initial.sha256} if initial is not None else {}
         if context.world_size == 1 and not config.compile:
             check_training_memory(step, samples, labels, loss_options(0), config.batch_size, device)
         store = CheckpointStore(Path(config.out) / CHECKPOINTS_FOLDER)
         # Like epochs, max_steps only says when to stop: a resume may change it.
-        identity = {**config.params(), "dataset": card.name, "world_size": context.world_size, "max_steps": None, "prepared": prepared}
+        identity = {
+            **config.params(),
+            "dataset": card.name,
+            "world_size": context.world_size,
+            "max_steps": None,
+            "prepared": prepared,
+            **started_from,
+        }
         training = TrainingRun(
             config, model, step, samples, labels, store, identity, context, steps_per_epoch, keep_last_batch=modality.keep_last_batch
         )
@@ -134,6 +144,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         )
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
         if context.is_main:
+            if initial is not None:
+                print(f"hcl pretrain: starting from {shown(config.init)}: {initial.described}")
             print(
                 startup_line(
                     config, modality.describe(card, size), card.name, model.arch, steps_per_epoch, total_steps, context, checkpoint
@@ -172,7 +184,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "world_size": context.world_size,
                 "run": run_record(device, started, steps=total_steps, planned_steps=steps_per_epoch * config.epochs),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
-                "inputs": {"prepared": prepared, "training_log": log_sha256(config.live_dir)},
+                "inputs": {"prepared": prepared, "training_log": log_sha256(config.live_dir), **started_from},
             }
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)
