@@ -29,6 +29,7 @@ from hcl_cli.artifacts import RECORD_FILE, load_artifact, stale_siblings
 from hcl_cli.checkpoint import CHECKPOINT_FILE, CHECKPOINT_TEMPORARY, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.image import step
+from hcl_cli.objectives.schedules import learning_rate_at
 from hcl_cli.training.loop import interrupted
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
 
@@ -154,6 +155,32 @@ def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
         "model.queue.count"
     ].item() == 3 * 11 * keys_per_step
     assert_bitwise_equal(final_checkpoint(killed), checkpoint)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "lars"])
+def test_a_warmed_up_cosine_schedule_killed_after_an_epoch_resumes_bitwise(digits: Path, tmp_path: Path, optimizer: str) -> None:
+    """The schedule's place is the step's place in the run and the momenta are the optimizer's state: a run of
+    ``--lr-schedule cosine --warmup-epochs 1`` killed after its first epoch (in the second) and resumed ends with the
+    weights, the momenta and the last learning rate of the uninterrupted run, bit for bit."""
+    schedule = {"optimizer": optimizer, "lr": 0.05, "weight_decay": 1e-4, "lr_schedule": "cosine", "warmup_epochs": 1}
+    reference = tmp_path / "reference"
+    pretrain.run(config_for(digits, reference, **schedule))
+    killed = tmp_path / "killed"
+    process = start_pretrain(config_for(digits, killed, **schedule), tmp_path)
+    wait_for_checkpoint(CheckpointStore(killed / "models" / "checkpoints"), process, TrainingPosition(1, 3))
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL and not (killed / "models" / "encoder.safetensors").exists()
+
+    pretrain.run(config_for(digits, killed, resume=True, **schedule))
+
+    assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
+    checkpoint = final_checkpoint(reference)
+    assert any(name.endswith(".momentum_buffer") for name in checkpoint)
+    assert_bitwise_equal(final_checkpoint(killed), checkpoint)
+    latest = [CheckpointStore(run / "models" / "checkpoints").latest() for run in (reference, killed)]
+    groups = [load_artifact(path, "checkpoint", {})[1]["optimizer"]["param_groups"] for path in latest if path is not None]
+    assert groups[0] == groups[1] and groups[0][0]["lr"] == pytest.approx(learning_rate_at(0.05, 32, 33, 11, "cosine"), rel=1e-6)
 
 
 def test_sigterm_saves_a_checkpoint_exits_143_and_the_resumed_run_is_bitwise_equal(
