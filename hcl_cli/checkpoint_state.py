@@ -21,7 +21,9 @@ def flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch
     tensors = {
         f"optimizer.{index}.{slot}": torch.as_tensor(value) for index, slots in state["state"].items() for slot, value in slots.items()
     }
-    groups = [{key: value.item() if isinstance(value, torch.Tensor) else value for key, value in group.items()} for group in state["param_groups"]]
+    groups = [
+        {key: value.item() if isinstance(value, torch.Tensor) else value for key, value in group.items()} for group in state["param_groups"]
+    ]
     return tensors, groups
 
 

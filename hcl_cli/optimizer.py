@@ -63,7 +63,10 @@ class SkipNonFinite(torch.optim.Optimizer):
         self.found_inf = torch.zeros((), dtype=torch.float32, device=params[0].device)
         self.lars_eta, self.lars_weight_decay = lars_eta, lars_weight_decay
         self.adapted = [parameter for parameter in params if parameter.ndim > 1] if lars_eta else []
-        self.kept = [{"fused": True, "foreach": None, **({"lr": group["lr"]} if isinstance(group["lr"], Tensor) else {})} for group in self.param_groups]
+        self.kept = [
+            {"fused": True, "foreach": None, **({"lr": group["lr"]} if isinstance(group["lr"], Tensor) else {})}
+            for group in self.param_groups
+        ]
         for group in self.param_groups:
             for parameter in group["params"] if group.get("momentum") else []:
                 self.state[parameter]["momentum_buffer"] = torch.zeros_like(parameter)
@@ -117,7 +120,9 @@ class OptimizerSettings:
 
     @classmethod
     def of(cls, config: PretrainConfig) -> OptimizerSettings:
-        return cls(config.optimizer, config.lr, config.weight_decay, config.sgd_momentum, config.nesterov, config.lars_eta, config.scheduled)
+        return cls(
+            config.optimizer, config.lr, config.weight_decay, config.sgd_momentum, config.nesterov, config.lars_eta, config.scheduled
+        )
 
     def build(self, params: Iterable[nn.Parameter]) -> SkipNonFinite:
         """The optimizer over ``params``: torch's fused one of :data:`TORCH_OPTIMIZERS` with its found_inf."""

@@ -142,7 +142,9 @@ def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_
     assert torch.equal(queue.keys[32:], queue_before.T[32:]) and queue.pushed == 32, "the pointer moves by B"
 
 
-def test_the_moco_v2_presets_train_with_sgd_a_cosine_schedule_and_the_mlp_head(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+def test_the_moco_v2_presets_train_with_sgd_a_cosine_schedule_and_the_mlp_head(
+    prepared_digits: Callable[[float], Path], tmp_path: Path
+) -> None:
     """main_moco.py's SGD (lr 0.03, momentum 0.9, weight decay 1e-4) with ``--cos``, and builder.py's ``--mlp`` head
     (Linear with bias as wide as the features, ReLU, the 128-d fc), as every MoCo-v2 preset sets them; tiny on digits."""
     data = prepared_digits(0.9)

@@ -178,7 +178,10 @@ def test_the_schedule_warms_up_linearly_then_follows_a_cosine_to_zero() -> None:
     assert rates[warmup] == lr and rates[warmup + 45] == pytest.approx(lr / 2) and 0 < rates[-1] < 1e-3 * lr
     assert all(a >= b for a, b in zip(rates[warmup:], rates[warmup + 1 :])), "non-increasing after the warm-up"
     assert [learning_rate_at(lr, step, steps, 0, "constant") for step in (0, 50, 99)] == [lr] * 3
-    assert learning_rate_at(lr, 3, steps, warmup, "constant") == pytest.approx(0.16) and learning_rate_at(lr, 10, steps, warmup, "constant") == lr
+    assert (
+        learning_rate_at(lr, 3, steps, warmup, "constant") == pytest.approx(0.16)
+        and learning_rate_at(lr, 10, steps, warmup, "constant") == lr
+    )
 
 
 @pytest.mark.parametrize(

@@ -119,7 +119,10 @@ class PretrainConfig(StageConfig):
         choices=OPTIMIZERS,
     )
     lr: float = param(
-        1e-3, "Learning rate (the papers' Adam: 1e-3; MoCo-v2's SGD: 0.03); with a warm-up or a schedule, its peak.", minimum=1e-8, maximum=10.0
+        1e-3,
+        "Learning rate (the papers' Adam: 1e-3; MoCo-v2's SGD: 0.03); with a warm-up or a schedule, its peak.",
+        minimum=1e-8,
+        maximum=10.0,
     )
     weight_decay: float = param(
         1e-6,
@@ -128,7 +131,12 @@ class PretrainConfig(StageConfig):
         maximum=1.0,
     )
     sgd_momentum: float = param(
-        0.9, "Momentum of sgd and lars (torch's SGD; MoCo-v2: 0.9).", minimum=0.0, maximum=1.0, max_exclusive=True, read_when=MOMENTUM_OPTIMIZERS
+        0.9,
+        "Momentum of sgd and lars (torch's SGD; MoCo-v2: 0.9).",
+        minimum=0.0,
+        maximum=1.0,
+        max_exclusive=True,
+        read_when=MOMENTUM_OPTIMIZERS,
     )
     nesterov: bool = param(False, "Nesterov momentum for sgd and lars (torch's SGD).", read_when=MOMENTUM_OPTIMIZERS)
     lars_eta: float = param(

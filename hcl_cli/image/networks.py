@@ -126,7 +126,13 @@ class ContrastiveModel(nn.Module):
     """
 
     def __init__(
-        self, arch: str, in_channels: int, image_size: int, projection_dim: int, projection_hidden: int = HEAD_HIDDEN_DIM, projection_batchnorm: bool = True
+        self,
+        arch: str,
+        in_channels: int,
+        image_size: int,
+        projection_dim: int,
+        projection_hidden: int = HEAD_HIDDEN_DIM,
+        projection_batchnorm: bool = True,
     ) -> None:
         super().__init__()
         self.arch = arch
@@ -161,7 +167,12 @@ class ContrastiveModel(nn.Module):
 
 
 def build_model(
-    arch: str, in_channels: int, image_size: int, projection_dim: int, projection_hidden: int = HEAD_HIDDEN_DIM, projection_batchnorm: bool = True
+    arch: str,
+    in_channels: int,
+    image_size: int,
+    projection_dim: int,
+    projection_hidden: int = HEAD_HIDDEN_DIM,
+    projection_batchnorm: bool = True,
 ) -> ContrastiveModel:
     """Build an untrained encoder with its projection head (``projection_hidden`` 0: as wide as the features); ``arch``
     must already be resolved."""
