@@ -8,9 +8,11 @@ back (CPU and CUDA, hcl's devices, both have torch's fused kernels, and only tho
   the papers train with lr 1e-3 and weight decay 1e-6);
 - ``adamw``: ``torch.optim.AdamW`` (decoupled weight decay, Loshchilov & Hutter 2019);
 - ``sgd``: ``torch.optim.SGD`` with momentum, Nesterov's if asked (MoCo-v2: lr 0.03, momentum 0.9, weight decay 1e-4);
-- ``lars``: the same SGD, each weight's gradient first rescaled on the device by LARS's trust ratio (You et al. 2017) as
-  SimCLR (Chen et al. 2020, App. B.1) and solo-learn apply it, ``g <- eta ||w|| / (||g|| + wd ||w||) (g + wd w)`` for
-  every weight of more than one dimension; biases and norm parameters are left out of the adaptation and of weight decay.
+- ``lars``: the same SGD, each weight's gradient first rescaled on the device by LARS's trust ratio (You et al. 2017)
+  as solo-learn computes it (``solo/utils/lars.py``, without its eps), ``g <- eta ||w|| / (||g|| + wd ||w||) (g + wd w)``
+  for every weight of more than one dimension; biases and norm parameters are left out of the adaptation and of weight
+  decay, as SimCLR (Chen et al. 2020, App. B.1) and solo-learn leave them. (SimCLR's own LARS divides by
+  ``||g + wd w||`` and keeps the learning rate inside its momentum.)
 
 :func:`update_where_finite` is how both modalities' steps end: the gradients' norm, and the update only where the loss
 and that norm are finite, decided on the device through the ``found_inf`` that ``torch.amp.GradScaler`` hands the fused

@@ -115,7 +115,7 @@ class PretrainConfig(StageConfig):
         "adam",
         "The optimizer, torch's own fused one: adam (the papers'), adamw (decoupled weight decay), sgd (MoCo-v2's), or lars "
         "(SGD with each weight's step scaled by the trust ratio eta ||w|| / (||g|| + weight_decay ||w||), biases and norm "
-        "parameters left out of it and of weight decay, as SimCLR and solo-learn apply it). See docs/training.md.",
+        "parameters left out of it and of weight decay, as solo-learn applies it). See docs/training.md.",
         choices=OPTIMIZERS,
     )
     lr: float = param(
