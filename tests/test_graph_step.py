@@ -16,9 +16,9 @@ from hcl_cli.graph.encoder import load_graph_encoder, save_graph_encoder
 from hcl_cli.graph.modality import GRAPHS, GraphSamples
 from hcl_cli.graph.prepared import write_prepared_graphs
 from hcl_cli.graph.step import build_graph_training, check_graph_training
-from hcl_cli.optimizer import OptimizerSettings
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.optimizer import OptimizerSettings
 from hcl_cli.training.loop import epoch_order_on, read_results
 
 
