@@ -11,8 +11,9 @@ index slices of the resident uint8 set); one CPU thread. One untimed step, then
   (``aten::_foreach_*``, ``aten::_fused_*``: torch's optimizers and the gradients' norm) counting as one with
   what it calls: on CUDA it is one launch per device and dtype, while its CPU fallback loops over the tensors;
 - ``syncs``: the counts of ``aten::_local_scalar_dense`` (``.item()``) and ``aten::nonzero`` over the three steps,
-  but for those inside ``aten::_fused_adam_``: torch's fused Adam reads its step counts and ``found_inf`` in place
-  where they live, on the host for a CPU, in the kernel on CUDA (no host sync there).
+  but for those inside torch's fused optimizer kernels (``aten::_fused_adam_``, ``aten::_fused_sgd_``, ...): they read
+  their step counts, ``found_inf`` and a tensor learning rate in place where they live, on the host for a CPU, in the
+  kernel on CUDA (no host sync there).
 
 Each op is also put in one phase of the step, by the profiled range it runs in: ``augmentation``,
 ``forward`` (the encoder, and the key encoder with a queue), ``loss``, ``backward`` (the autograd
@@ -50,6 +51,7 @@ from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import distributed_context
 from hcl_cli.image import step as image_step
 from hcl_cli.modality import modality_of
+from hcl_cli.optimizer import set_scheduled_rate
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.loop import epoch_order
 
@@ -57,10 +59,10 @@ IMAGES = 256
 BATCH_SIZE = 64
 PROFILED_STEPS = 3
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero")
-IN_PLACE_READS = "aten::_fused_adam_"
+IN_PLACE_READS = "aten::_fused_"
+"""The prefix of the ops whose CPU kernels read their scalars on the host (not a device sync: see the module docstring)."""
 MULTI_TENSOR = ("aten::_foreach_", "aten::_fused_")
 """The prefixes of the multi-tensor ops, counted as one op each (see the module docstring)."""
-"""The op whose CPU kernel reads its scalars on the host (not a device sync: see the module docstring)."""
 QUEUE_SIZE = 128
 SETTINGS = (
     "ucl",
@@ -151,7 +153,7 @@ def host_syncs(events: list[FunctionEvent]) -> int:
 
     def inside_fused(event: FunctionEvent) -> bool:
         parent = event.cpu_parent
-        while parent is not None and parent.name != IN_PLACE_READS:
+        while parent is not None and not parent.name.startswith(IN_PLACE_READS):
             parent = parent.cpu_parent
         return parent is not None
 
@@ -166,9 +168,11 @@ def setting_config(folder: Path, arch: str, setting: str, batch_size: int, devic
     return PretrainConfig(data=str(folder), arch=arch, sampler=sampler, batch_size=batch_size, device=device, **queue_options, **extra)
 
 
-def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SIZE) -> StepCounts:
-    """The recipe of the module docstring for one architecture and setting (``sampler``) on the prepared ``folder``."""
-    config = setting_config(folder, arch, sampler, batch_size)
+def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SIZE, **extra: Any) -> StepCounts:
+    """The recipe of the module docstring for one architecture and setting (``sampler``) on the prepared ``folder``, with
+    ``extra`` options (``optimizer="lars", lr_schedule="cosine"``: the loop's write of a scheduled learning rate is
+    counted with its step)."""
+    config = setting_config(folder, arch, sampler, batch_size, **extra)
     modality = modality_of(folder)
     card = modality.load_card(folder)
     with distributed_context("cpu") as context:
@@ -180,10 +184,16 @@ def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SI
         batches = context.shard_batches(order, batch_size, modality.keep_last_batch)
         if len(batches) < 1 + PROFILED_STEPS:
             raise SystemExit(f"{len(samples)} images make {len(batches)} batches of {batch_size}: need {1 + PROFILED_STEPS}")
-        step(samples[batches[0]], labels[batches[0]], options)
+
+        def run(index: int) -> None:
+            if config.scheduled:
+                set_scheduled_rate(step.optimizer, config, index, len(batches))
+            step(samples[batches[index]], labels[batches[index]], options)
+
+        run(0)
         with phase_labels(step), profile(activities=[ProfilerActivity.CPU]) as profiler:
-            for batch in batches[1 : 1 + PROFILED_STEPS]:
-                step(samples[batch], labels[batch], options)
+            for index in range(1, 1 + PROFILED_STEPS):
+                run(index)
     counted = [event for event in profiler.events() if event.name.startswith("aten::") and not inside_multi_tensor(event)]
     phases = collections.Counter(phase_of(event) for event in counted)
     return StepCounts(

@@ -15,12 +15,16 @@ import torch
 
 
 def flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
-    """The optimizer's per-parameter state as ``optimizer.<index>.<slot>`` tensors, and its param_groups as JSON."""
+    """The optimizer's per-parameter state as ``optimizer.<index>.<slot>`` tensors, and its param_groups as JSON (a
+    learning rate held as a tensor, which a schedule writes, as its number)."""
     state = optimizer.state_dict()
     tensors = {
         f"optimizer.{index}.{slot}": torch.as_tensor(value) for index, slots in state["state"].items() for slot, value in slots.items()
     }
-    return tensors, state["param_groups"]
+    groups = [
+        {key: value.item() if isinstance(value, torch.Tensor) else value for key, value in group.items()} for group in state["param_groups"]
+    ]
+    return tensors, groups
 
 
 def unflatten_optimizer(tensors: Mapping[str, torch.Tensor], param_groups: list[dict[str, Any]]) -> dict[str, Any]:

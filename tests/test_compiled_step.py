@@ -81,14 +81,20 @@ def test_the_simclr_augmentation_s_constants_are_made_before_the_step_is_compile
 
 
 @pytest.mark.slow
-def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "schedule", [[], ["--optimizer", "sgd", "--lr", "0.03", "--lr-schedule", "cosine", "--warmup-epochs", "1"]], ids=["adam", "sgd-cosine"]
+)
+def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(
+    prepared_digits: Callable[[float], Path], tmp_path: Path, schedule: list[str]
+) -> None:
     """``hcl pretrain --compile true --queue-mode moco`` for three epochs: ``TORCH_LOGS=recompiles`` reports none (the
-    queue's pointer moves on the device, its filled size never changes; issue 43 item 2). The graph breaks that remain
-    are the backward and torch's fused Adam (``torch.compiler.disable``d by torch)."""
+    queue's pointer moves on the device, its filled size never changes; issue 43 item 2), nor with MoCo-v2's SGD under a
+    warmed-up cosine schedule (the learning rate is one tensor, written in place). The graph breaks that remain
+    are the backward and torch's fused optimizer (``torch.compiler.disable``d by torch)."""
     data = prepared_digits(0.9)
     command = [sys.executable, "-m", "hcl_cli", "pretrain", "--data", str(data), "--out", str(tmp_path / "models")]
     command += ["--live-dir", str(tmp_path / "live"), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
-    command += ["--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", "--device", "cpu", "--threads", "1"]
+    command += ["--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", "--device", "cpu", "--threads", "1", *schedule]
     environment = {**os.environ, "TORCH_LOGS": "recompiles", "OMP_NUM_THREADS": "1"}
     finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=1200)
     assert finished.returncode == 0, finished.stderr[-3000:]

@@ -18,6 +18,7 @@ from hcl_cli.graph.prepared import write_prepared_graphs
 from hcl_cli.graph.step import build_graph_training, check_graph_training
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.optimizer import OptimizerSettings
 from hcl_cli.training.loop import epoch_order_on, read_results
 
 
@@ -61,7 +62,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_sampler_but_undimix_trains_one_step_on_a_graph_batch(prepared: Path, sampler: str) -> None:
     samples, labels = GRAPHS.load_samples(prepared, ["train", "test"])
     torch.manual_seed(0)
-    model, step = build_graph_training(sampler, GRAPHS.load_card(prepared).feature_dim, 8, 2, 1e-3, 0.0, torch.device("cpu"))
+    model, step = build_graph_training(sampler, GRAPHS.load_card(prepared).feature_dim, 8, 2, OptimizerSettings(), torch.device("cpu"))
     options = SamplerOptions.resolve(lookup(sampler), {"objective": "jsd"})
     check_graph_training(sampler, options, queue_size=0, world_size=1)
     before = [p.detach().clone() for p in model.parameters()]
@@ -106,7 +107,7 @@ def test_the_split_is_stratified_disjoint_and_seeded(prepared: Path) -> None:
 def test_the_graph_encoder_round_trips_and_a_tampered_sidecar_is_one_line(prepared: Path, tmp_path: Path) -> None:
     samples, _ = GRAPHS.load_samples(prepared, ["test"])
     torch.manual_seed(0)
-    model, _ = build_graph_training("ucl", GRAPHS.load_card(prepared).feature_dim, 8, 2, 1e-3, 0.0, torch.device("cpu"))
+    model, _ = build_graph_training("ucl", GRAPHS.load_card(prepared).feature_dim, 8, 2, OptimizerSettings(), torch.device("cpu"))
     path = tmp_path / "encoder.safetensors"
     save_graph_encoder(path, model, {"config": {"sampler": "ucl"}, "epoch": 1, "seed": 0, "dataset": "TOY"})
     loaded, sidecar = load_graph_encoder(path)

@@ -1,7 +1,7 @@
 """``queue_mode: moco``, MoCo-v2 as facebookresearch/moco's ``moco/builder.py`` runs it, against a transcription
 of that file: the logits and labels of ``forward`` (to float64 rounding), the momentum update, the shuffled
 key batch, ``_dequeue_and_enqueue``, the random initial queue; HCL App. C.1's hard negatives over the queue;
-and a run killed mid-epoch and resumed, bitwise."""
+a run killed mid-epoch and resumed, bitwise; and the MoCo-v2 presets' optimizer, schedule and head."""
 
 from __future__ import annotations
 
@@ -13,17 +13,23 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
+import hcl_cli.stages.pretrain as pretrain
+from hcl_cli.artifacts import load_artifact
+from hcl_cli.checkpoint import CheckpointStore
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import DistributedContext
 from hcl_cli.errors import UsageError
 from hcl_cli.image.augment import build_eval_transform
 from hcl_cli.image.card import load_card
+from hcl_cli.image.encoder import load_encoder
 from hcl_cli.image.prepared import load_split
 from hcl_cli.image.step import build_training
 from hcl_cli.objectives import negative_weights
 from hcl_cli.objectives.moco import MocoBatch, moco_loss
+from hcl_cli.objectives.schedules import learning_rate_at
+from hcl_cli.presets import PRESETS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -134,3 +140,33 @@ def test_one_training_step_is_builder_forward_then_dequeue_and_enqueue(prepared_
     assert queue.pushed == 16 and result.same_label_pairs == 16
     training_step(images, torch.zeros(16, dtype=torch.long), config.loss_options(0))
     assert torch.equal(queue.keys[32:], queue_before.T[32:]) and queue.pushed == 32, "the pointer moves by B"
+
+
+def test_the_moco_v2_presets_train_with_sgd_a_cosine_schedule_and_the_mlp_head(
+    prepared_digits: Callable[[float], Path], tmp_path: Path
+) -> None:
+    """main_moco.py's SGD (lr 0.03, momentum 0.9, weight decay 1e-4) with ``--cos``, and builder.py's ``--mlp`` head
+    (Linear with bias as wide as the features, ReLU, the 128-d fc), as every MoCo-v2 preset sets them; tiny on digits."""
+    data = prepared_digits(0.9)
+    tiny = {"arch": "small_cnn", "epochs": 2, "batch_size": 16, "queue_size": 64, "blur": False, "device": "cpu"}
+    for name in ("hcl-cifar10-mocov2", "hcl-cifar10-mocov2-hard", "undimix-cifar10-moco"):
+        assert {"optimizer": "sgd", "lr": 0.03, "sgd_momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "cosine"}.items() <= (
+            PRESETS[name].groups()["pretrain"].items()
+        ), name
+    values = {**PRESETS["hcl-cifar10-mocov2"].groups()["pretrain"], **tiny}
+    pretrain.run(PretrainConfig(**values, data=str(data), out=str(tmp_path / "models"), live_dir=str(tmp_path / "live")))
+
+    model, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
+    assert (sidecar.projection_hidden, sidecar.projection_batchnorm, sidecar.projection_dim) == (model.feature_dim, False, 128)
+    hidden, relu = model.head.hidden_layers
+    assert isinstance(hidden, nn.Linear) and hidden.bias is not None and isinstance(relu, nn.ReLU)
+    assert (hidden.in_features, hidden.out_features) == (model.feature_dim, model.feature_dim)
+    checkpoint = CheckpointStore(tmp_path / "models" / "checkpoints").latest()
+    assert checkpoint is not None
+    tensors, sidecar_json = load_artifact(checkpoint, "checkpoint", {})
+    (group,) = sidecar_json["optimizer"]["param_groups"]
+    assert (group["momentum"], group["weight_decay"], group["nesterov"], group["fused"]) == (0.9, 1e-4, False, True)
+    steps = 2 * (179 // 16)
+    assert group["lr"] == pytest.approx(learning_rate_at(0.03, steps - 1, steps, 0, "cosine"), rel=1e-6), "the cosine's last step"
+    slots = {name.rsplit(".", 1)[1] for name in tensors if name.startswith("optimizer.")}
+    assert slots == {"momentum_buffer"}, "SGD's momenta, no Adam moments"

@@ -80,6 +80,28 @@ def test_projection_head_is_hcls() -> None:
     assert head.output_layer.in_features == 512 and head.output_layer.out_features == 32 and head.output_layer.bias is not None
 
 
+def test_a_moco_v2_head_is_as_wide_as_the_features_without_batchnorm_and_saved_so_it_loads_back(tmp_path: Path) -> None:
+    """moco/builder.py's ``--mlp``: Linear(dim_mlp, dim_mlp) with bias, ReLU, then the fc (``--projection-hidden 0
+    --projection-batchnorm false``); the sidecar records the head, and a sidecar of an older hcl, which records none,
+    rebuilds HCL's head."""
+    model = build_model("small_cnn", 1, 8, 16, projection_hidden=0, projection_batchnorm=False)
+    first, relu = model.head.hidden_layers
+    assert (first.in_features, first.out_features, first.bias is not None, isinstance(relu, nn.ReLU)) == (128, 128, True, True)
+    path = tmp_path / "encoder.safetensors"
+    save_encoder(path, model, META)
+    loaded, sidecar = load_encoder(path, "cpu")
+    assert (sidecar.projection_hidden, sidecar.projection_batchnorm) == (128, False)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values(), strict=True))
+    (tmp_path / "older").mkdir()
+    older = write_encoder(tmp_path / "older")
+    sidecar_file = older.with_suffix(".json")
+    recorded = json.loads(sidecar_file.read_text())
+    sidecar_file.write_text(
+        json.dumps({key: value for key, value in recorded.items() if not key.startswith("projection_") or key == "projection_dim"})
+    )
+    assert (load_encoder(older)[1].projection_hidden, load_encoder(older)[1].projection_batchnorm) == (512, True)
+
+
 def test_hidden_is_the_input_of_the_last_linear_layer() -> None:
     model = build_model("small_cnn", 1, 8, 32)
     seen: list[torch.Tensor] = []
@@ -156,6 +178,9 @@ def edit_sidecar(path: Path, **changes: object) -> None:
         ({"in_channels": 3}, "the architecture needs"),
         ({"arch": "vgg11"}, "unknown arch"),
         ({"image_size": "8"}, "positive integer"),
+        ({"projection_hidden": 0}, "'projection_hidden' must be a positive integer"),
+        ({"projection_batchnorm": "yes"}, "'projection_batchnorm' must be true or false"),
+        ({"projection_batchnorm": False}, "do not match the architecture"),
         ({"kind": "embeddings"}, "expected an encoder artifact"),
     ],
 )

@@ -50,7 +50,9 @@ def test_every_preset_passes_the_stages_validation_and_sets_only_what_its_sample
         CONFIGS[group](**values)  # raises on any value the stage would refuse
     pretrain = PretrainConfig(**groups["pretrain"])
     assert pretrain.ignored_changes() == [], "every sampler option a preset sets away from its default is read by its sampler"
-    assert pretrain.projection_dim == 128 and (pretrain.lr, pretrain.weight_decay) == (1e-3, 1e-6) and pretrain.blur
+    assert pretrain.projection_dim == 128 and pretrain.blur and not pretrain.unread_changes()
+    if not pretrain.queue_size:  # the papers' Adam; MoCo-v2's SGD below
+        assert (pretrain.optimizer, pretrain.lr, pretrain.weight_decay, pretrain.lr_schedule) == ("adam", 1e-3, 1e-6, "constant")
     assert pretrain.arch == "resnet50"
     if pretrain.queue_size:  # MoCo-v2 as its code runs it: main_moco.py's K and m, the README's v2 temperature
         assert (pretrain.queue_size, pretrain.queue_mode, pretrain.momentum, pretrain.sampler_options["temperature"]) == (
@@ -59,6 +61,14 @@ def test_every_preset_passes_the_stages_validation_and_sets_only_what_its_sample
             0.999,
             0.2,
         )
+        assert (pretrain.optimizer, pretrain.lr, pretrain.sgd_momentum, pretrain.weight_decay, pretrain.lr_schedule) == (
+            "sgd",
+            0.03,
+            0.9,
+            1e-4,
+            "cosine",
+        )
+        assert (pretrain.projection_hidden, pretrain.projection_batchnorm) == (0, False), "the --mlp head"
     else:  # SimCLR's setting, as HCL's code runs it
         assert pretrain.sampler_options["temperature"] == 0.5
     assert LinearConfig(**groups["linear"]).params() | PAPER_LINEAR == LinearConfig(**groups["linear"]).params(), "the papers' readout"

@@ -29,6 +29,7 @@ from hcl_cli.artifacts import RECORD_FILE, load_artifact, stale_siblings
 from hcl_cli.checkpoint import CHECKPOINT_FILE, CHECKPOINT_TEMPORARY, CheckpointStore, TrainingPosition
 from hcl_cli.config import PretrainConfig
 from hcl_cli.image import step
+from hcl_cli.objectives.schedules import learning_rate_at
 from hcl_cli.training.loop import interrupted
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
 
@@ -128,6 +129,19 @@ def final_checkpoint(run: Path) -> dict[str, torch.Tensor]:
     return load_artifact(latest, "checkpoint", {})[0]
 
 
+def killed_and_resumed(digits: Path, tmp_path: Path, **changes: Any) -> tuple[Path, Path]:
+    """The folders of an uninterrupted run with ``changes``, and of one SIGKILLed in epoch 2 (step 3) and resumed."""
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    pretrain.run(config_for(digits, reference, **changes))
+    process = start_pretrain(config_for(digits, killed, **changes), tmp_path)
+    wait_for_checkpoint(CheckpointStore(killed / "models" / "checkpoints"), process, TrainingPosition(1, 3))
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL and not (killed / "models" / "encoder.safetensors").exists()
+    pretrain.run(config_for(digits, killed, resume=True, **changes))
+    return reference, killed
+
+
 @pytest.mark.parametrize(("mode", "keys_per_step"), [("batch", 32), ("moco", 16)])
 def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
     digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, keys_per_step: int
@@ -136,16 +150,7 @@ def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
     64 keys, the resumed run ends with the encoder, the key encoder, the queue and the optimizer
     of the uninterrupted run, bit for bit; in either queue mode (moco enqueues one view's keys per image)."""
     queue = {"queue_size": 64, "momentum": 0.9, "queue_mode": mode}
-    reference = tmp_path / "reference"
-    pretrain.run(config_for(digits, reference, **queue))
-    killed = tmp_path / "killed"
-    process = start_pretrain(config_for(digits, killed, **queue), tmp_path)
-    wait_for_checkpoint(CheckpointStore(killed / "models" / "checkpoints"), process, TrainingPosition(1, 3))
-    process.send_signal(signal.SIGKILL)
-    process.communicate()
-    assert process.returncode == -signal.SIGKILL
-
-    pretrain.run(config_for(digits, killed, resume=True, **queue))
+    reference, killed = killed_and_resumed(digits, tmp_path, **queue)
 
     assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
     assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
@@ -154,6 +159,22 @@ def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
         "model.queue.count"
     ].item() == 3 * 11 * keys_per_step
     assert_bitwise_equal(final_checkpoint(killed), checkpoint)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "lars"])
+def test_a_warmed_up_cosine_schedule_killed_after_an_epoch_resumes_bitwise(digits: Path, tmp_path: Path, optimizer: str) -> None:
+    """The schedule's place is the step's place in the run and the momenta are the optimizer's state: a run of
+    ``--lr-schedule cosine --warmup-epochs 1`` killed after its first epoch (in the second) and resumed ends with the
+    weights, the momenta and the last learning rate of the uninterrupted run, bit for bit."""
+    schedule = {"optimizer": optimizer, "lr": 0.05, "weight_decay": 1e-4, "lr_schedule": "cosine", "warmup_epochs": 1}
+    reference, killed = killed_and_resumed(digits, tmp_path, **schedule)
+    assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
+    checkpoint = final_checkpoint(reference)
+    assert any(name.endswith(".momentum_buffer") for name in checkpoint)
+    assert_bitwise_equal(final_checkpoint(killed), checkpoint)
+    latest = [CheckpointStore(run / "models" / "checkpoints").latest() for run in (reference, killed)]
+    groups = [load_artifact(path, "checkpoint", {})[1]["optimizer"]["param_groups"] for path in latest if path is not None]
+    assert groups[0] == groups[1] and groups[0][0]["lr"] == pytest.approx(learning_rate_at(0.05, 32, 33, 11, "cosine"), rel=1e-6)
 
 
 def test_sigterm_saves_a_checkpoint_exits_143_and_the_resumed_run_is_bitwise_equal(

@@ -11,6 +11,7 @@ from hcl_cli.config.base import BATCH_LIMIT, COUNT_LIMIT, DEVICES, PREPARED, RUN
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, SAMPLERS, Sampler, check_moco, sampler_options, users_label, users_of
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.objectives.schedules import LR_SCHEDULES
 from hcl_cli.option import Option
 
 ARCHS = ("auto", "small_cnn", "resnet18", "resnet50", "gin")
@@ -20,6 +21,10 @@ TRANSDUCTIVE_LABELS = "transductive: the encoder saw the test labels"
 """What every place that shows a transductive run that read labels says of it (report, compare, README, results files)."""
 RECORDED_BEFORE = "transductive"
 """The protocol of a pretrain config recorded before ``label_protocol`` existed: it pretrained on every graph."""
+OPTIMIZERS = ("adam", "adamw", "sgd", "lars")
+"""The optimizers of pretraining, each torch's own fused one (hcl_cli/optimizer.py)."""
+MOMENTUM_OPTIMIZERS = ("optimizer", ("sgd", "lars"))
+"""What the options of torch's SGD (momentum, Nesterov) declare as their ``read_when``."""
 PRECISIONS = ("auto", "fp32", "bf16")
 """The image encoder's training precision (hcl_cli/runtime.py: uses_bf16: what ``auto`` picks, and why)."""
 
@@ -58,6 +63,20 @@ class PretrainConfig(StageConfig):
         maximum=65536,
         modality="image",
     )
+    projection_hidden: int = param(
+        512,
+        "Images: width of the projection head's hidden layer (HCL's code: 512); 0: the encoder's feature width "
+        "(MoCo-v2's --mlp head: 2048 on ResNet-50).",
+        minimum=0,
+        maximum=65536,
+        modality="image",
+    )
+    projection_batchnorm: bool = param(
+        True,
+        "Images: BatchNorm after the head's hidden layer, which then has no bias (HCL's code); false: a hidden layer with "
+        "bias and no BatchNorm (MoCo-v2's --mlp head).",
+        modality="image",
+    )
     epochs: int = param(
         60, "Training epochs (on graphs, HCL App. D.2's).", minimum=1, maximum=1_000_000, modality_defaults=(("graph", 200),)
     )
@@ -92,8 +111,49 @@ class PretrainConfig(StageConfig):
         "against the batch's 2B keys and the queue, both views enqueued; every sampler).",
         choices=("batch", "moco"),
     )
-    lr: float = param(1e-3, "Adam learning rate.", minimum=1e-8, maximum=10.0)
-    weight_decay: float = param(1e-6, "Adam weight decay (L2).", minimum=0.0, maximum=1.0)
+    optimizer: str = param(
+        "adam",
+        "The optimizer, torch's own fused one: adam (the papers'), adamw (decoupled weight decay), sgd (MoCo-v2's), or lars "
+        "(SGD with each weight's step scaled by the trust ratio eta ||w|| / (||g|| + weight_decay ||w||), biases and norm "
+        "parameters left out of it and of weight decay, as solo-learn applies it). See docs/training.md.",
+        choices=OPTIMIZERS,
+    )
+    lr: float = param(
+        1e-3,
+        "Learning rate (the papers' Adam: 1e-3; MoCo-v2's SGD: 0.03); with a warm-up or a schedule, its peak.",
+        minimum=1e-8,
+        maximum=10.0,
+    )
+    weight_decay: float = param(
+        1e-6,
+        "Weight decay: L2 added to the gradient (adam, sgd; lars: the adapted weights' alone), decoupled for adamw.",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    sgd_momentum: float = param(
+        0.9,
+        "Momentum of sgd and lars (torch's SGD; MoCo-v2: 0.9).",
+        minimum=0.0,
+        maximum=1.0,
+        max_exclusive=True,
+        read_when=MOMENTUM_OPTIMIZERS,
+    )
+    nesterov: bool = param(False, "Nesterov momentum for sgd and lars (torch's SGD).", read_when=MOMENTUM_OPTIMIZERS)
+    lars_eta: float = param(
+        1e-3, "LARS's trust coefficient eta (SimCLR: 0.001).", minimum=1e-6, maximum=1.0, read_when=("optimizer", ("lars",))
+    )
+    lr_schedule: str = param(
+        "constant",
+        "The learning rate over the run's steps after the warm-up: constant (the papers') or cosine, from --lr towards 0 "
+        "(MoCo-v2's --cos, solo-learn's).",
+        choices=LR_SCHEDULES,
+    )
+    warmup_epochs: int = param(
+        0,
+        "Epochs of linear learning-rate warm-up, from --lr / its steps up to --lr, before the schedule (0: none; solo-learn: 10).",
+        minimum=0,
+        maximum=1_000_000,
+    )
     blur: bool = param(False, "Add Gaussian blur to the augmentations.", modality="image")
     seed: int = param(0, "Seed of initialisation, shuffling and augmentation.", minimum=0, maximum=SEED_LIMIT)
     label_protocol: str = param(
@@ -170,6 +230,10 @@ class PretrainConfig(StageConfig):
         object.__setattr__(self, "_resolved", SamplerOptions.from_checked(self.spec, values))
 
     def check(self) -> None:
+        if self.nesterov and self.sgd_momentum == 0 and self.optimizer in MOMENTUM_OPTIMIZERS[1]:
+            raise UsageError("--nesterov needs a momentum: set --sgd-momentum above 0")
+        if self.warmup_epochs and self.warmup_epochs >= self.epochs:
+            raise UsageError(f"--warmup-epochs must be fewer than --epochs (got {self.warmup_epochs} of {self.epochs})")
         if self.queue_size % 2:
             raise UsageError(f"--queue-size must be even: both views of every image enter the queue (got {self.queue_size})")
         if self.queue_size and self.queue_mode == "moco":
@@ -179,6 +243,11 @@ class PretrainConfig(StageConfig):
 
     def params(self) -> dict[str, Any]:
         return {name: self.sampler_options[name] if name in self.sampler_options else getattr(self, name) for name in self.param_names()}
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the learning rate changes over the run (a warm-up, or a schedule other than constant)."""
+        return self.lr_schedule != "constant" or self.warmup_epochs > 0
 
     @property
     def spec(self) -> Sampler:

@@ -4,7 +4,7 @@ HCL App. D.2 (graph/deepinfomax.py's training loop): a batch of graphs through t
 head on every node and the global head on every graph, the Jensen-Shannon local-global loss of
 :mod:`hcl_cli.objectives.infograph` with the sampler's negatives (nodes against the other graphs
 of the batch), backward, Adam (the papers' lr 1e-3, weight decay 1e-6; H-SCL and HCL-OT use lr
-0.01). The loss is :func:`~hcl_cli.objectives.infograph.node_graph_loss`, which checks nothing:
+0.01) or ``--optimizer``'s. The loss is :func:`~hcl_cli.objectives.infograph.node_graph_loss`, which checks nothing:
 the options were checked once at the stage's entry (:func:`check_graph_training`) and are resolved
 once per epoch, as the image step does with :func:`~hcl_cli.objectives.loss.sampler_loss`.
 Everything runs in float32 (no autocast: the official code has none).
@@ -28,7 +28,7 @@ from hcl_cli.modality import StepResult
 from hcl_cli.objectives.infograph import check_graph_sampler, node_graph_loss, reads_officially
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.optimizer import FusedAdam, fused_adam, update_where_finite
+from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite, update_where_finite
 
 if TYPE_CHECKING:
     from hcl_cli.config.pretrain import PretrainConfig
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class GraphTrainingStep:
-    """One step on a :class:`~hcl_cli.graph.batch.GraphBatch`: forward, loss, backward, and Adam where it is finite.
+    """One step on a :class:`~hcl_cli.graph.batch.GraphBatch`: forward, loss, backward, and the update where it is finite.
 
     The update is applied only where the loss and the gradients' norm are finite, decided on the
     device as the image step does (:func:`~hcl_cli.optimizer.update_where_finite`); the loop reads
@@ -49,7 +49,7 @@ class GraphTrainingStep:
     """
 
     model: GinModel
-    optimizer: FusedAdam
+    optimizer: SkipNonFinite
     sampler: str
     learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
     """Tensors the loss learns with the encoder: none on graphs (UnDiMix's learned weights need two views; it is refused)."""
@@ -165,15 +165,14 @@ def keep_freed_memory() -> bool:
 
 
 def build_graph_training(
-    sampler: str, in_dim: int, hidden: int, layers: int, lr: float, weight_decay: float, device: torch.device
+    sampler: str, in_dim: int, hidden: int, layers: int, optimizer: OptimizerSettings, device: torch.device
 ) -> tuple[GinModel, GraphTrainingStep]:
-    """The model (on ``device``, initialised from torch's RNG) and the step that trains it with Adam
+    """The model (on ``device``, initialised from torch's RNG) and the step that trains it with ``optimizer``
     (on a CPU, after :func:`keep_freed_memory`)."""
     if device.type == "cpu":
         keep_freed_memory()
     model = GinModel(in_dim, hidden, layers).to(device)
-    optimizer = fused_adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    return model, GraphTrainingStep(model, optimizer, sampler)
+    return model, GraphTrainingStep(model, optimizer.build(model.parameters()), sampler)
 
 
 def build_training(config: PretrainConfig, card: GraphCard, context: DistributedContext) -> tuple[GinModel, GraphTrainingStep]:
@@ -183,5 +182,5 @@ def build_training(config: PretrainConfig, card: GraphCard, context: Distributed
         raise UsageError(f"{config.data} holds graphs: use --arch gin (or auto), not {config.arch}")
     check_graph_training(config.sampler, config.loss_options(0), queue_size=config.queue_size, world_size=context.world_size)
     return build_graph_training(
-        config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, config.lr, config.weight_decay, context.device
+        config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, OptimizerSettings.of(config), context.device
     )

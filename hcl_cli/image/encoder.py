@@ -20,7 +20,7 @@ from hcl_cli.artifacts import library_versions, load_artifact, save_artifact
 from hcl_cli.artifacts.encoders import RecordedEncoder, check_state_dict, load_recorded_weights
 from hcl_cli.errors import InputError
 from hcl_cli.image.card import wrong_channel_statistics
-from hcl_cli.image.networks import BUILT_ARCHS, ContrastiveModel, build_model, unwrap
+from hcl_cli.image.networks import BUILT_ARCHS, HEAD_HIDDEN_DIM, ContrastiveModel, build_model, unwrap
 
 ENCODER_KIND = "encoder"
 SIZE_FIELDS = ("in_channels", "image_size", "projection_dim")
@@ -30,8 +30,10 @@ SIZE_FIELDS = ("in_channels", "image_size", "projection_dim")
 class EncoderSidecar(RecordedEncoder):
     """The sidecar of an image ``encoder`` artifact: how to rebuild and feed the model (:class:`RecordedEncoder` the rest).
 
-    ``arch``, ``in_channels``, ``image_size``, ``projection_dim`` and ``feature_dim`` rebuild the
-    model; ``mean`` and ``std`` are the per-channel normalisation it was trained with.
+    ``arch``, ``in_channels``, ``image_size``, ``projection_dim``, ``feature_dim`` and the head's
+    ``projection_hidden`` and ``projection_batchnorm`` (HCL's head, 512 wide with BatchNorm, where an
+    older sidecar records neither) rebuild the model; ``mean`` and ``std`` are the per-channel
+    normalisation it was trained with.
     """
 
     arch: str
@@ -39,6 +41,8 @@ class EncoderSidecar(RecordedEncoder):
     image_size: int
     projection_dim: int
     feature_dim: int
+    projection_hidden: int = HEAD_HIDDEN_DIM
+    projection_batchnorm: bool = True
     mean: list[float]
     std: list[float]
     kind: str = ENCODER_KIND
@@ -73,7 +77,12 @@ def load_encoder(path: str | os.PathLike[str], device: str | torch.device = "cpu
         value = values.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InputError(f"{path}: sidecar field {name!r} must be a positive integer (got {value!r})")
-    model = build_model(arch, values["in_channels"], values["image_size"], values["projection_dim"])
+    hidden, batchnorm = values.get("projection_hidden", HEAD_HIDDEN_DIM), values.get("projection_batchnorm", True)
+    if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1:
+        raise InputError(f"{path}: sidecar field 'projection_hidden' must be a positive integer (got {hidden!r})")
+    if not isinstance(batchnorm, bool):
+        raise InputError(f"{path}: sidecar field 'projection_batchnorm' must be true or false (got {batchnorm!r})")
+    model = build_model(arch, values["in_channels"], values["image_size"], values["projection_dim"], hidden, batchnorm)
     check_state_dict(path, model.state_dict(), tensors)
     if values.get("feature_dim", model.feature_dim) != model.feature_dim:
         raise InputError(f"{path}: sidecar field 'feature_dim' is {values['feature_dim']!r}, but {arch} has {model.feature_dim} features")

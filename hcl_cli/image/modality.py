@@ -79,7 +79,9 @@ class ImageModality:
         device = next(model.parameters()).device
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            fresh = build_model(model.arch, model.in_channels, model.image_size, model.projection_dim)
+            fresh = build_model(
+                model.arch, model.in_channels, model.image_size, model.projection_dim, model.projection_hidden, model.projection_batchnorm
+            )
         return fresh.to(device).eval()
 
     def card_summary(self, card: DatasetCard) -> str:

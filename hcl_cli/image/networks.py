@@ -103,17 +103,17 @@ def torchvision_resnet(arch: str, in_channels: int, image_size: int, num_classes
 
 
 class ProjectionHead(nn.Module):
-    """HCL's projection head g: Linear(feature_dim, 512, bias=False), BN, ReLU, Linear(512, projection_dim).
+    """The projection head g: HCL's, Linear(feature_dim, 512, bias=False), BN, ReLU, Linear(512, projection_dim); without
+    ``batchnorm``, MoCo-v2's ``--mlp`` head (moco/builder.py), Linear(feature_dim, hidden), ReLU, Linear(hidden, projection_dim).
 
-    :meth:`forward_with_hidden` also returns the input of the last linear layer, the 512-d hidden
+    :meth:`forward_with_hidden` also returns the input of the last linear layer, the hidden
     representation that UnDiMix scores negatives with.
     """
 
-    def __init__(self, feature_dim: int, projection_dim: int, hidden_dim: int = HEAD_HIDDEN_DIM) -> None:
+    def __init__(self, feature_dim: int, projection_dim: int, hidden_dim: int = HEAD_HIDDEN_DIM, batchnorm: bool = True) -> None:
         super().__init__()
-        self.hidden_layers = nn.Sequential(
-            nn.Linear(feature_dim, hidden_dim, bias=False), nn.BatchNorm1d(hidden_dim), nn.ReLU(inplace=True)
-        )
+        normalised = [nn.BatchNorm1d(hidden_dim)] if batchnorm else []
+        self.hidden_layers = nn.Sequential(nn.Linear(feature_dim, hidden_dim, bias=not batchnorm), *normalised, nn.ReLU(inplace=True))
         self.output_layer = nn.Linear(hidden_dim, projection_dim)
 
     def forward_with_hidden(self, features: Tensor) -> tuple[Tensor, Tensor]:
@@ -129,10 +129,19 @@ class ContrastiveModel(nn.Module):
     """Backbone f and projection head g; ``forward(x) -> (features, hidden, z)``.
 
     ``features = f(x)`` is the representation used downstream, ``z = g(features)`` the embedding
-    the contrastive loss compares, and ``hidden`` the input of the head's last linear layer.
+    the contrastive loss compares, and ``hidden`` the input of the head's last linear layer
+    (``projection_hidden`` wide; 0: as wide as the features).
     """
 
-    def __init__(self, arch: str, in_channels: int, image_size: int, projection_dim: int) -> None:
+    def __init__(
+        self,
+        arch: str,
+        in_channels: int,
+        image_size: int,
+        projection_dim: int,
+        projection_hidden: int = HEAD_HIDDEN_DIM,
+        projection_batchnorm: bool = True,
+    ) -> None:
         super().__init__()
         self.arch = arch
         self.in_channels = in_channels
@@ -143,7 +152,9 @@ class ContrastiveModel(nn.Module):
             self.feature_dim: int = self.backbone.feature_dim
         else:
             self.backbone, self.feature_dim = build_resnet(arch, in_channels, image_size)
-        self.head = ProjectionHead(self.feature_dim, projection_dim)
+        self.projection_hidden = projection_hidden or self.feature_dim
+        self.projection_batchnorm = projection_batchnorm
+        self.head = ProjectionHead(self.feature_dim, projection_dim, self.projection_hidden, projection_batchnorm)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         features = self.backbone(x)
@@ -158,16 +169,26 @@ class ContrastiveModel(nn.Module):
             "image_size": self.image_size,
             "projection_dim": self.projection_dim,
             "feature_dim": self.feature_dim,
+            "projection_hidden": self.projection_hidden,
+            "projection_batchnorm": self.projection_batchnorm,
         }
 
 
-def build_model(arch: str, in_channels: int, image_size: int, projection_dim: int) -> ContrastiveModel:
-    """Build an untrained encoder with its projection head; ``arch`` must already be resolved."""
+def build_model(
+    arch: str,
+    in_channels: int,
+    image_size: int,
+    projection_dim: int,
+    projection_hidden: int = HEAD_HIDDEN_DIM,
+    projection_batchnorm: bool = True,
+) -> ContrastiveModel:
+    """Build an untrained encoder with its projection head (``projection_hidden`` 0: as wide as the features); ``arch``
+    must already be resolved."""
     if arch not in BUILT_ARCHS:
         raise UsageError(f"--arch must be one of {', '.join(BUILT_ARCHS)} (got {arch!r}; resolve 'auto' with resolve_arch)")
     if arch == "small_cnn" and image_size < SMALL_CNN_MIN_SIZE:
         raise UsageError(f"--arch small_cnn needs images of at least {SMALL_CNN_MIN_SIZE} px (got {image_size} px)")
-    return ContrastiveModel(arch, in_channels, image_size, projection_dim)
+    return ContrastiveModel(arch, in_channels, image_size, projection_dim, projection_hidden, projection_batchnorm)
 
 
 def unwrap(model: nn.Module) -> ContrastiveModel:

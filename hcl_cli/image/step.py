@@ -4,7 +4,7 @@ SimCLR's recipe as HCL trains it (Robinson et al., Sec. 5.1 and App. D.1): every
 gives two independently augmented views, the encoder and projection head map both to ``z``, and
 :func:`hcl_cli.objectives.loss.sampler_loss` (the loss of :func:`hcl_cli.objectives.contrastive_loss`)
 scores them under the sampler's negative distribution; Adam with the papers' lr 1e-3 and weight
-decay 1e-6 (torch's fused Adam, :func:`~hcl_cli.optimizer.fused_adam`). The step makes no host sync: its loss, the
+decay 1e-6 by default, or ``--optimizer``'s (torch's fused optimizers, :mod:`hcl_cli.optimizer`). The step makes no host sync: its loss, the
 gradients' norm and the finite check stay on the device, a non-finite step skips its update there,
 and the epoch loop reads the results later (:class:`~hcl_cli.modality.StepResult`). At
 ``--precision bf16`` (``auto``: on CUDA; :mod:`hcl_cli.runtime`) the encoder runs under bf16
@@ -35,13 +35,13 @@ from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.optimizer import FusedAdam, fused_adam, update_where_finite
+from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite, update_where_finite
 from hcl_cli.runtime import uses_bf16
 
 
 @dataclass
 class TrainingStep:
-    """One optimisation step on a uint8 batch: two augmented views, forward, loss, backward, Adam.
+    """One optimisation step on a uint8 batch: two augmented views, forward, loss, backward, the optimizer's update.
 
     Both views go through the encoder as one batch of 2B (as SupContrast does), so BatchNorm
     normalises over both. ``network`` is the model, wrapped in DDP under torchrun. The loss is taken over the global batch of all ranks
@@ -54,7 +54,7 @@ class TrainingStep:
     network: nn.Module
     model: ContrastiveModel
     augment: nn.Module
-    optimizer: FusedAdam
+    optimizer: SkipNonFinite
     sampler: str
     context: DistributedContext
     queue: MomentumQueue | None = None
@@ -86,6 +86,9 @@ class TrainingStep:
             self.spec.load()  # imported now, not inside the compiled step
             self.spec.load_key_features()
             torch._dynamo.mark_static_address(self.optimizer.found_inf)  # written in place every step: one address
+            for group in self.optimizer.param_groups:  # likewise a scheduled learning rate (hcl_cli/optimizer.py)
+                if isinstance(group["lr"], Tensor):
+                    torch._dynamo.mark_static_address(group["lr"])
             if self.queue is not None:  # likewise
                 for buffer in self.queue.buffers(recurse=False):
                     torch._dynamo.mark_static_address(buffer)
@@ -123,7 +126,7 @@ class TrainingStep:
         return values
 
     def update(self, loss: Tensor, stats: LossStats) -> Tensor:
-        """Backward, then Adam's update where the global loss and the gradients are finite (:func:`update_where_finite`)."""
+        """Backward, then the optimizer's update where the global loss and the gradients are finite (:func:`update_where_finite`)."""
         (loss * self.context.loss_scale).backward()
         global_loss = self.context.reduce_sum(loss)
         return update_where_finite(self.optimizer, global_loss, stats.terms, stats.anchors_without_negatives)
@@ -171,10 +174,11 @@ class TrainingStep:
 
 
 def build_training(config: PretrainConfig, card: DatasetCard, context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
-    """The model (on the rank's device; channels_last in bf16) and the step that trains it with Adam (DDP under torchrun)."""
+    """The model (on the rank's device; channels_last in bf16) and the step that trains it with ``--optimizer`` (DDP under torchrun)."""
     device = context.device
     channels, image_size = card.image_shape[0], card.image_shape[-1]
-    model = build_model(resolve_arch(config.arch, image_size), channels, image_size, config.projection_dim).to(device)
+    arch = resolve_arch(config.arch, image_size)
+    model = build_model(arch, channels, image_size, config.projection_dim, config.projection_hidden, config.projection_batchnorm).to(device)
     bf16 = uses_bf16(config.precision, device)
     if bf16:
         model = model.to(memory_format=torch.channels_last)
@@ -186,7 +190,7 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
     ).to(device)
     if len(learned) and context.world_size > 1:
         raise UsageError(f"learned loss tensors ({', '.join(learned)}) are not supported under torchrun yet: run in one process")
-    optimizer = fused_adam([*model.parameters(), *learned.parameters()], lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = OptimizerSettings.of(config).build([*model.parameters(), *learned.parameters()])
     queue = None
     if config.queue_size:
         feature_dim = model.projection_dim + model.head.output_layer.in_features if config.spec.key_features else 0

@@ -1,6 +1,8 @@
-"""Schedules of the sampler hyper-parameters over training (pure functions of the epoch)."""
+"""Schedules over training: the sampler hyper-parameters' (pure functions of the epoch) and the learning rate's (of the step)."""
 
 from __future__ import annotations
+
+import math
 
 from hcl_cli.errors import UsageError
 
@@ -55,3 +57,20 @@ def threshold_at(start: float, end: float, epoch: int, epochs: int) -> float:
     if epochs == 1:
         return start
     return start + (end - start) * epoch / (epochs - 1)
+
+
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def learning_rate_at(lr: float, step: int, steps: int, warmup_steps: int, schedule: str) -> float:
+    """The learning rate of ``step`` (0-based) of ``steps``: linear warm-up from ``lr / warmup_steps`` to ``lr`` over the
+    first ``warmup_steps`` steps (Goyal et al. 2017, as SimCLR and solo-learn warm up), then ``constant`` at ``lr`` or
+    ``cosine`` from ``lr`` towards 0 over the remaining steps (SGDR without restarts, Loshchilov & Hutter 2017; MoCo-v2's
+    ``--cos``, ``lr * 0.5 * (1 + cos(pi * t / T))``, taken per step where main_moco.py takes it per epoch)."""
+    if not 0 <= step < steps:
+        raise ValueError(f"step {step} is outside 0..{steps - 1}")
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if schedule == "constant":
+        return lr
+    return lr * 0.5 * (1.0 + math.cos(math.pi * (step - warmup_steps) / (steps - warmup_steps)))

@@ -94,16 +94,31 @@ pixels, the classes, and the images of each split that pretraining may read (the
 PAPER_LINEAR = {"protocol": "paper", "optimizer": "adam", "epochs": 100, "batch_size": 512, "lr": 1e-3, "weight_decay": 1e-6}
 """The linear evaluation of HCL's code (image/linear.py), which H-SCL, HCL-OT and UnDiMix reuse."""
 
-MOCO_V2 = {"queue_size": 65536, "queue_mode": "moco", "momentum": 0.999, "temperature": 0.2}
+MOCO_V2 = {
+    "queue_size": 65536,
+    "queue_mode": "moco",
+    "momentum": 0.999,
+    "temperature": 0.2,
+    "optimizer": "sgd",
+    "lr": 0.03,
+    "sgd_momentum": 0.9,
+    "weight_decay": 1e-4,
+    "lr_schedule": "cosine",
+    "projection_hidden": 0,
+    "projection_batchnorm": False,
+}
 """MoCo-v2 as its official code runs it: ``main_moco.py --moco-k 65536 --moco-m 0.999`` (the defaults) and the
-README's v2 recipe ``--moco-t 0.2``; one view's queries against the other's keys and the K queued keys."""
+README's v2 recipe ``--moco-t 0.2 --mlp --cos``; one view's queries against the other's keys and the K queued keys;
+``torch.optim.SGD(lr 0.03, momentum 0.9, weight_decay 1e-4)`` (main_moco.py's defaults) with the cosine schedule; the
+``--mlp`` head (moco/builder.py: Linear(2048, 2048), ReLU, then the 128-d fc)."""
 
 MOCO_NOTE = (
     "MoCo-v2 from facebookresearch/moco: K 65536 and m 0.999 (main_moco.py --moco-k, --moco-m defaults), T 0.2 (the README's "
     "v2 recipe --moco-t 0.2), ResNet-50 (main_moco.py -a default; hcl's CIFAR stem), queries of one view against keys of the other "
-    "and the queue (moco/builder.py), the key encoder's BatchNorm shuffled in splits (the CIFAR demo's --bn-splits 8). Not as the "
-    "code: hcl's projection head and Adam (lr 1e-3) stand in for the --mlp head and SGD lr 0.03 with the cosine schedule; the "
-    "CIFAR demo notebook would give T 0.1, m 0.99, K 4096 instead."
+    "and the queue (moco/builder.py), the key encoder's BatchNorm shuffled in splits (the CIFAR demo's --bn-splits 8), SGD lr 0.03, "
+    "momentum 0.9, weight decay 1e-4 (main_moco.py defaults) with the cosine schedule (--cos; hcl sets it every step, the code "
+    "every epoch) and the --mlp head (hidden as wide as the features, no BatchNorm). The CIFAR demo notebook would give T 0.1, "
+    "m 0.99, K 4096 instead."
 )
 
 

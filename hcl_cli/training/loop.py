@@ -37,6 +37,7 @@ from hcl_cli.history import History
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.modality import Samples, Step, StepResult, StepValues
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.optimizer import set_scheduled_rate
 from hcl_cli.progress import format_duration
 from hcl_cli.training.signals import StopRequest, TrainingInterrupted
 
@@ -207,7 +208,7 @@ def train_one_epoch(
 ) -> int:
     """Steps ``first_step..`` of ``epoch``, adding to ``totals``; returns the steps of the epoch done.
 
-    Stops early, after the step that reaches ``max_steps`` in total. Reads the steps' results
+    Sets each step's learning rate before it under a warm-up or a schedule. Stops early, after the step that reaches ``max_steps`` in total. Reads the steps' results
     every ``read_every`` steps (the run's global step a multiple of it), before every checkpoint
     and after the epoch's last step (:func:`add_results`). Saves a checkpoint every
     ``checkpoint_every`` steps. Raises a one-line HclError at the read after a non-finite loss or
@@ -231,6 +232,8 @@ def train_one_epoch(
     pending: list[StepResult] = []
     for index in progress:
         batch = batches[index]
+        if config.scheduled:  # from the step's place in the run alone: a resumed run sets the same rate
+            set_scheduled_rate(training.step.optimizer, config, epoch * steps + index, steps)
         pending.append(training.step(training.samples[batch], training.labels[batch], loss_options))
         global_step = epoch * steps + index + 1
         checkpoint_due = config.checkpoint_every > 0 and global_step % config.checkpoint_every == 0 and index + 1 < last
