@@ -52,6 +52,7 @@ SMALLEST: dict[str, list[str] | None] = {
     + ["--set", "ucl:sampler=ucl", "--all", "arch=small_cnn,batch_size=64,max_steps=2,linear.epochs=5"],
     # Import and argument parsing only: minutes of work, or what they need is not here.
     "cuda_syncs": None,  # needs CUDA (on a CPU nothing reports syncs): tests/test_step_counts.py counts them here
+    "adam_rounding": None,  # reruns rows of a table's results file: tests/test_table.py makes one and runs it
     "bench_augment": None,  # engineer A's (issue 28): tests/test_augment.py
     "bench_dvc_repro": None,  # dvc repro of two commits, minutes
     "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers

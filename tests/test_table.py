@@ -227,3 +227,32 @@ def test_a_file_from_before_per_run_provenance_keeps_each_run_s_commit_when_merg
     }
     assert runs["mutag/ucl/1"]["provenance"]["machine"] == {"cpu_model": "Intel"}
     assert runs["mutag/ucl/1"]["provenance"]["versions"] == {"python": "3.11.7", "torch": "2.14.1"}
+
+
+def test_the_adam_rounding_benchmark_reruns_a_row_with_each_optimizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/adam_rounding.py (why trained rows rerun different): within its block the graph step trains with torch's
+    single-tensor Adam, outside it with the product's optimizer again; a run over a results file records both reruns."""
+    from test_graph_step import write_toy_tu
+
+    from benchmarks import adam_rounding, common
+    from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite
+
+    parameters = {"sampler": "ucl", "arch": "gin", "batch_size": 16}
+    with adam_rounding.single_tensor_adam_in_the_graph_step():
+        inside = OptimizerSettings().build(torch.nn.Linear(2, 2).parameters())
+    outside = OptimizerSettings().build(torch.nn.Linear(2, 2).parameters())
+    assert type(inside) is torch.optim.Adam and inside.defaults["foreach"] is False and not inside.defaults["fused"]
+    assert isinstance(outside, SkipNonFinite)
+
+    row = {"seeds": [0], "accuracies": [50.0], "parameters": parameters}
+    results = tmp_path / "reproduce_graph_toy.json"
+    results.write_text(json.dumps({"protocol": "inductive", "epochs": 1, "datasets": {"TOY": {"methods": {"ucl": row}}}}))
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "out")
+    monkeypatch.setattr(torch, "set_num_threads", lambda _: None)
+    toy = write_toy_tu(tmp_path / "raw")
+    adam_rounding.main(
+        ["--results", str(results), "--dataset", "TOY", "--methods", "ucl", "--data", str(toy), "--work", str(tmp_path / "w")]
+    )
+    record = json.loads((tmp_path / "out" / "adam_rounding.json").read_text())
+    (rerun,) = record["rows"]
+    assert rerun["recorded"] == 50.0 and {"fused_adam_now", "single_tensor_adam_now"} <= rerun.keys() and record["protocol"] == "inductive"

@@ -1,0 +1,113 @@
+"""Why a graph table's trained rows rerun different at the current commit: the optimizer's rounding, checked.
+
+Rows made before commit 3e8cfaa trained with a hand-written Adam that was bitwise torch's single-tensor Adam; the
+training steps now use torch's fused Adam (``hcl_cli/optimizer.py``), the same algorithm with another order of float
+operations. This reruns seed 0 of chosen rows of a results file twice at the current commit, with the product's
+optimizer and with torch's single-tensor Adam in its place (everything else the product's code path:
+:func:`hcl_cli.tables.runs.run_one`), and records, per row, the recorded accuracy and both reruns. Where the
+single-tensor rerun equals the recorded number and the fused one does not, the optimizer alone explains the difference.
+
+    python -m benchmarks.adam_rounding --results benchmarks/results/reproduce_graph_inductive.json \\
+        --dataset MUTAG --methods ucl scl hscl --data ../shared/datasets/tu.tar.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from benchmarks.common import portable, write_result
+from hcl_cli import optimizer as optimizer_module
+from hcl_cli.graph import step as graph_step
+from hcl_cli.stages.table import prepared
+from hcl_cli.tables.runs import run_one
+
+
+def single_tensor_adam(settings: optimizer_module.OptimizerSettings, params: Iterable[nn.Parameter]) -> torch.optim.Adam:
+    """torch's single-tensor Adam (``foreach=False``) with the settings' lr and weight decay: what the hand-written Adam was."""
+    return torch.optim.Adam(list(params), lr=settings.lr, weight_decay=settings.weight_decay, foreach=False)
+
+
+def update(optimizer: torch.optim.Optimizer, loss: Tensor, *diagnostics: Tensor) -> Tensor:
+    """The step's end as :func:`hcl_cli.optimizer.update_where_finite` computes it, the update always applied (the
+    single-tensor Adam has no ``found_inf``; a run whose rows are compared here has no non-finite step)."""
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(optimizer_module.gradients(optimizer))))
+    values = torch.stack([loss.detach().float(), norm.float(), *(value.float() for value in diagnostics)])
+    optimizer.step()
+    return values
+
+
+@contextmanager
+def single_tensor_adam_in_the_graph_step() -> Iterator[None]:
+    """Within the block, the graph step trains with :func:`single_tensor_adam` instead of the product's optimizer."""
+    build, finish = optimizer_module.OptimizerSettings.build, graph_step.update_where_finite
+    optimizer_module.OptimizerSettings.build = single_tensor_adam  # type: ignore[method-assign,assignment]
+    graph_step.update_where_finite = update  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        optimizer_module.OptimizerSettings.build = build  # type: ignore[method-assign]
+        graph_step.update_where_finite = finish
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, required=True, help="a table's results file (benchmarks/results/reproduce_graph_*.json)")
+    parser.add_argument("--dataset", required=True, help="its dataset to rerun, by TU name (e.g. MUTAG)")
+    parser.add_argument("--methods", nargs="+", required=True, help="its rows to rerun (their seed 0)")
+    parser.add_argument("--data", type=Path, default=Path("data/raw"), help="the TU data: data/raw, a zip or a tar archive")
+    parser.add_argument("--work", type=Path, default=Path("runs/adam_rounding"), help="where the dataset is prepared")
+    parser.add_argument("--epochs", type=int, default=None, help="override the file's epochs (a smoke run: the rows then differ)")
+    parser.add_argument("--name", default="adam_rounding", help="results/NAME.json")
+    args = parser.parse_args(argv)
+    result = json.loads(args.results.read_text(encoding="utf-8"))
+    protocol = result.get("protocol", "transductive")
+    epochs = args.epochs or (result["epochs"] if isinstance(result.get("epochs"), int) else None)
+    torch.set_num_threads(1)
+    data = prepared(args.work, args.dataset, args.data)
+    rows: list[dict[str, Any]] = []
+    for method in args.methods:
+        row = result["datasets"][args.dataset]["methods"][method]
+        seed = 0 if 0 in row["seeds"] else min(row["seeds"])
+        fused = run_one(row["parameters"], seed, epochs, data, args.work / "scratch", protocol=protocol)["accuracy"]
+        with single_tensor_adam_in_the_graph_step():
+            single = run_one(row["parameters"], seed, epochs, data, args.work / "scratch", protocol=protocol)["accuracy"]
+        recorded = row["accuracies"][row["seeds"].index(seed)]
+        made = (row.get("provenance") or [None] * len(row["seeds"]))[row["seeds"].index(seed)] or {}
+        rows.append(
+            {
+                "method": method,
+                "seed": seed,
+                "made_at": made.get("commit") or (row.get("commits") or [None] * len(row["seeds"]))[row["seeds"].index(seed)],
+                "recorded": recorded,
+                "fused_adam_now": round(fused, 2),
+                "single_tensor_adam_now": round(single, 2),
+                "single_tensor_equals_recorded": round(single, 2) == round(recorded, 2),
+                "fused_equals_recorded": round(fused, 2) == round(recorded, 2),
+            }
+        )
+        print(f"{args.dataset}/{method} seed {seed}: {recorded:.2f} recorded, fused {fused:.2f}, single-tensor {single:.2f}", flush=True)
+    write_result(
+        args.name,
+        {
+            "command": "python -m benchmarks.adam_rounding " + " ".join(portable(a) for a in (argv if argv is not None else sys.argv[1:])),
+            "results_file": args.results.name,
+            "dataset": args.dataset,
+            "protocol": protocol,
+            "epochs": epochs or "the file's",
+            "threads": 1,
+            "rows": rows,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
