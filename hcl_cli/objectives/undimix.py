@@ -42,6 +42,9 @@ Uncertainty, ``undimix_uncertainty``:
   It correlates only loosely with the literal reading (the candidates' own dependence on theta is
   dropped), which is why the presets use ``literal``.
 
+On nodes against graphs (InfoGraph, UnDiMix Sec. 4.3) the parts are read by :mod:`~hcl_cli.objectives.undimix_graph`,
+and mixed by the same :func:`importance` and :func:`importance_weights`.
+
 With a momentum encoder (MoCo), the candidates are the batch's keys and a queue of earlier keys,
 and each part keeps its meaning over them (our reading; the paper ran UnDiMix on MoCo-v2 without
 saying how): (a) ``s_ij`` is the anchor's cosine with the candidate; (b) the candidate's ``g_j``
@@ -231,7 +234,7 @@ def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor]) -> t
     (``(s - low) / (high - low)``); a constant row gets 0 and 0. Affine, so that :func:`importance` mixes the
     parts in one pass each (``addcmul``) instead of normalising every part as a matrix first.
 
-    The two non-negatives of each row (``excluded``) are set to ``+inf`` for the minimum and ``-inf`` for the
+    The non-negatives of each row (``excluded``: the anchor and its partner, or a node's own graph) are set to ``+inf`` for the minimum and ``-inf`` for the
     maximum, so only whole-row reductions run; ``scores`` is left with 0 there (:func:`importance` zeroes them)."""
     low = scores.index_put_(excluded, scores.new_tensor(math.inf)).amin(dim=1, keepdim=True)
     high = scores.index_put_(excluded, scores.new_tensor(-math.inf)).amax(dim=1, keepdim=True)
