@@ -15,6 +15,7 @@ from test_config import run_hcl
 from torch import Tensor
 
 from hcl_cli.graph.gin import FF
+from hcl_cli.objectives import undimix_graph
 from hcl_cli.objectives.infograph import local_global_loss
 from hcl_cli.objectives.undimix import initial_attention
 
@@ -96,9 +97,15 @@ def transcribed_loss(local: Tensor, graphs: Tensor, rows: list[list], reading: s
     return e_neg - e_pos
 
 
+@pytest.mark.parametrize("block_rows", [None, 4])
 @pytest.mark.parametrize("reading", ["official", "paper"])
 @pytest.mark.parametrize("uncertainty", ["literal", "badge"])
-def test_the_weights_and_the_loss_are_the_transcription(reading: str, uncertainty: str) -> None:
+def test_the_weights_and_the_loss_are_the_transcription(
+    reading: str, uncertainty: str, block_rows: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On one block of the nodes' Gram, and on blocks of 4 rows (the symmetric blocks, 15 nodes: a partial last one)."""
+    if block_rows is not None:
+        monkeypatch.setattr(undimix_graph, "GRAM_BLOCK_ROWS", block_rows)
     head, x, local, graphs = tiny_batch(1)
     options = options_of(head, x, graph_weights=reading, undimix_uncertainty=uncertainty, undimix_weights="1,2,3")
     loss = local_global_loss(local, graphs, NODE_GRAPH, sampler="undimix", **options)

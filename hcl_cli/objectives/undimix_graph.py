@@ -54,8 +54,8 @@ from hcl_cli.objectives.node_graph import NodeGraphBatch
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.objectives.undimix import importance, importance_weights, posterior_gradients
 
-GRAM_BLOCK_ELEMENTS = 1 << 22
-"""Entries of the nodes' (rows, n) gradient Gram per block of :func:`graph_uncertainty_scores` (16 MiB of float32)."""
+GRAM_BLOCK_ROWS = 512
+"""Rows (and columns) of each block of the nodes' gradient Gram in :func:`graph_uncertainty_scores` (1 MiB of float32)."""
 
 
 def own_graph_pairs(batch: NodeGraphBatch) -> tuple[Tensor, Tensor]:
@@ -82,20 +82,24 @@ def node_gradient_factors(batch: NodeGraphBatch, options: SamplerOptions) -> tup
 
 
 def graph_uncertainty_scores(batch: NodeGraphBatch, options: SamplerOptions) -> Tensor:
-    """(n, G) ``u_ij = mean_{v in j} (delta'_i.delta'_v)(a_i.a_v + c)`` (module docstring), in row blocks of the nodes' Gram."""
+    """(n, G) ``u_ij = mean_{v in j} (delta'_i.delta'_v)(a_i.a_v + c)`` (module docstring), by blocks of the nodes' Gram."""
     delta, inputs = node_gradient_factors(batch, options)
     bias = 1.0 if options.undimix_uncertainty == "literal" and options.head_layer.bias is not None else 0.0
     sizes = torch.zeros(batch.num_graphs, dtype=delta.dtype, device=delta.device).index_add_(
         0, batch.masks.partner, torch.ones_like(delta[:, 0])
     )
     membership = F.one_hot(batch.masks.partner, batch.num_graphs).to(delta.dtype) / sizes.clamp(min=1.0)
-    rows = len(delta)
-    block = max(1, GRAM_BLOCK_ELEMENTS // rows)
-    scores = delta.new_empty(rows, batch.num_graphs)
-    for start in range(0, rows, block):
-        stop = min(start + block, rows)
-        gram = (delta[start:stop] @ delta.T).mul_((inputs[start:stop] @ inputs.T).add_(bias))
-        torch.mm(gram, membership, out=scores[start:stop])
+    scores = torch.zeros(len(delta), batch.num_graphs, dtype=delta.dtype, device=delta.device)
+    starts = range(0, len(delta), GRAM_BLOCK_ROWS)
+    # The Gram is symmetric: each off-diagonal block is computed once and serves both of its row blocks.
+    for first in starts:
+        rows = slice(first, first + GRAM_BLOCK_ROWS)
+        for second in (start for start in starts if start >= first):
+            columns = slice(second, second + GRAM_BLOCK_ROWS)
+            gram = (delta[rows] @ delta[columns].T).mul_((inputs[rows] @ inputs[columns].T).add_(bias))
+            scores[rows].addmm_(gram, membership[columns])
+            if second != first:
+                scores[columns].addmm_(gram.T, membership[rows])
     return scores
 
 
