@@ -90,16 +90,21 @@ def graph_uncertainty_scores(batch: NodeGraphBatch, options: SamplerOptions) -> 
     )
     membership = F.one_hot(batch.masks.partner, batch.num_graphs).to(delta.dtype) / sizes.clamp(min=1.0)
     scores = torch.zeros(len(delta), batch.num_graphs, dtype=delta.dtype, device=delta.device)
-    starts = range(0, len(delta), GRAM_BLOCK_ROWS)
+    block = min(GRAM_BLOCK_ROWS, len(delta))
+    starts = range(0, len(delta), block)
+    # The graphs of each block of nodes lie in [low, high] (one read of the device): only those columns of the membership.
+    padded = F.pad(batch.masks.partner, (0, -len(delta) % block), value=-1).view(-1, block)
+    lows = padded.masked_fill(padded < 0, batch.num_graphs).amin(dim=1)
+    graphs = {start: slice(low, high + 1) for start, low, high in zip(starts, lows.tolist(), padded.amax(dim=1).tolist())}
     # The Gram is symmetric: each off-diagonal block is computed once and serves both of its row blocks.
     for first in starts:
-        rows = slice(first, first + GRAM_BLOCK_ROWS)
+        rows = slice(first, first + block)
         for second in (start for start in starts if start >= first):
-            columns = slice(second, second + GRAM_BLOCK_ROWS)
+            columns = slice(second, second + block)
             gram = (delta[rows] @ delta[columns].T).mul_((inputs[rows] @ inputs[columns].T).add_(bias))
-            scores[rows].addmm_(gram, membership[columns])
+            scores[rows, graphs[second]].addmm_(gram, membership[columns, graphs[second]])
             if second != first:
-                scores[columns].addmm_(gram.T, membership[rows])
+                scores[columns, graphs[first]].addmm_(gram.T, membership[rows, graphs[first]])
     return scores
 
 
