@@ -172,9 +172,9 @@ def test_undimix_official_with_label_positives_and_without_the_head_is_refused_i
         local_global_loss(local, graphs, NODE_GRAPH, sampler="undimix")
 
 
-def test_hcl_pretrain_undimix_trains_on_mutag(tmp_path: Path) -> None:
+def test_hcl_pretrain_undimix_trains_on_mutag_and_resumes_as_it_ran(tmp_path: Path) -> None:
     """``hcl pretrain --sampler undimix`` on the shipped MUTAG: the Fig. 7 reading (official, learned literal) trains, its
-    learned weights are recorded beside the encoder and have moved from their start."""
+    learned weights are recorded beside the encoder and have moved from their start; 1 epoch resumed to 2 is the same run."""
     assert (
         run_hcl(
             ["prepare", "--dataset", "tu", "--name", "MUTAG", "--path", str(ROOT / "data" / "raw"), "--out", "prep"], tmp_path
@@ -189,3 +189,9 @@ def test_hcl_pretrain_undimix_trains_on_mutag(tmp_path: Path) -> None:
     assert sidecar["config"]["sampler"] == "undimix" and sidecar["epoch"] == 2
     learned = torch.tensor(sidecar["learned"]["undimix_attention"])
     assert learned.isfinite().all() and not torch.allclose(learned, initial_attention("1,1,1"))
+    resumed = [*arguments[:4], "resumed", *arguments[5:], *options]
+    assert run_hcl([*resumed[:6], "1", *resumed[7:]], tmp_path).returncode == 0
+    assert run_hcl([*resumed, "--resume"], tmp_path).returncode == 0
+    again = json.loads((tmp_path / "resumed" / "encoder.json").read_text())
+    assert again["learned"] == sidecar["learned"], "the learned weights are in the checkpoint: a resumed run ends where one run does"
+    assert (tmp_path / "resumed" / "encoder.safetensors").read_bytes() == (tmp_path / "run" / "encoder.safetensors").read_bytes()
