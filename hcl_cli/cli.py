@@ -299,7 +299,7 @@ def table(
     methods: Annotated[
         str,
         typer.Option(
-            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), or rows such as ucl, hucl, hscl, ot-eps0.5."
+            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5."
         ),
     ] = "table2,table5",
     seeds: Annotated[int, typer.Option(help="Run seeds 0..N-1 of every method.")] = 10,

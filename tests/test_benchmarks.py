@@ -33,6 +33,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_cpu_precision": ["--repeats", "1", "--resnet-repeats", "1", "--warmup", "0", "--batch-size", "16", "--resnet-batch-size", "2"]
     + ["--skip-accuracy"],
     "bench_gin": ["--archive", "{tu}", "--datasets", "TOY", "--repeats", "1"],
+    "bench_graph_undimix": ["--archive", "{tu}", "--dataset", "TOY", "--epochs", "2", "--repeats", "1", "--batch-size", "16"],
     "bench_help": ["--repeats", "1"],
     "bench_knn_memory": ["--device", "cpu", "--bank", "5000", "--queries", "100"],
     "bench_linear": ["--train", "500", "--test", "100"],

@@ -278,7 +278,8 @@ def test_supervised_batch_of_one_label_is_left_out() -> None:
 @pytest.mark.parametrize(
     ("arguments", "options", "message"),
     [
-        ({}, {"sampler": "undimix"}, "nodes against graphs have neither"),
+        ({}, {"sampler": "undimix"}, "undimix on graphs needs head_layer, the local head's last linear layer"),
+        ({}, {"sampler": "undimix", "graph_weights": "official", "positives": "labels"}, "graph-weights official has one positive"),
         ({}, {"sampler": "ot", "ot_cost": "exp"}, "--ot-cost exp needs unit embeddings"),
         ({}, {"sampler": "hucl", "graph_weights": "official", "positives": "labels"}, "graph-weights official has one positive"),
         ({}, {"sampler": "ucl", "objective": "nce"}, "--objective jsd"),

@@ -76,13 +76,14 @@ def test_every_graph_preset_passes_the_stages_validation_and_runs_infograph_as_t
     assert pretrain.ignored_changes() == [], "every sampler option a preset sets away from its default is read by its sampler"
     assert (prepare.dataset, prepare.name) == ("tu", preset.dataset)
     assert (pretrain.arch, pretrain.gin_layers, pretrain.gin_hidden, pretrain.epochs, pretrain.batch_size) == ("gin", 3, 32, 200, 128)
-    reading = "official" if preset.name.endswith("-official") else "paper"
+    fig7_official = preset.paper == "UnDiMix" and pretrain.sampler != "ucl"  # Fig. 7 ran HCL's code: its presets say official
+    reading = "official" if preset.name.endswith("-official") or fig7_official else "paper"
     assert pretrain.sampler_options["objective"] == "jsd" and pretrain.sampler_options["graph_weights"] == reading
     assert (linear.protocol, linear.svm_folds, linear.svm_inner_folds, linear.svm_repeats) == ("svm", 10, 5, 1)
     assert [float(c) for c in linear.svm_c_grid.split(",")] == [1e-3, 1e-2, 1e-1, 1, 10, 100, 1000]
     if pretrain.sampler in ("hucl", "debiased", "ot"):
         assert pretrain.sampler_options["tau_plus"] == 0.5, "HCL's graph code hard-codes tau+ 0.5; HCL-OT's best tau is 0.5"
-    assert preset.note and preset.paper in ("HCL", "H-SCL", "HCL-OT")
+    assert preset.note and preset.paper in ("HCL", "H-SCL", "HCL-OT", "UnDiMix")
 
 
 def test_h_scl_table_ii_every_row_and_dataset_has_its_preset_and_number() -> None:
@@ -190,3 +191,37 @@ def test_a_figure_only_preset_says_so_without_a_percent_sign(tmp_path: Path, cap
     out = capsys.readouterr().out
     assert exited.value.code == 0 and "HCL Fig. 3, Sec. 5.2, MUTAG: top-1: figure only)" in out and "only%" not in out
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["pretrain"]["graph_weights"] == "official"
+
+
+def test_undimix_fig7_has_its_three_rows_on_six_datasets_with_hcl_as_fig3s_official_beta1() -> None:
+    """UnDiMix Fig. 7 (Sec. 4.3, App. A): InfoGraph, HCL at beta 1 in the official reading and UnDiMix in JSD_hard's place,
+    App. A's hyperparameters, figure only, each note naming the caption's 5 runs against App. A's 10 trials."""
+    fig7 = [p for p in GRAPH_PRESETS if p.paper == "UnDiMix"]
+    datasets = ["MUTAG", "PTC_MR", "ENZYMES", "IMDB-BINARY", "IMDB-MULTI", "PROTEINS"]
+    samplers = ["ucl", "hucl", "undimix"]
+    assert [(p.dataset, p.groups()["pretrain"]["sampler"]) for p in fig7] == [(d, s) for d in datasets for s in samplers]
+    for preset in fig7:
+        pretrain = preset.groups()["pretrain"]
+        assert (pretrain["lr"], pretrain["weight_decay"], pretrain["epochs"], pretrain["batch_size"]) == (1e-3, 1e-6, 200, 128)
+        assert (pretrain["gin_layers"], pretrain["gin_hidden"], preset.groups()["linear"]["protocol"]) == (3, 32, "svm")
+        assert preset.top1 == "figure only" and preset.where == "Fig. 7, Sec. 4.3" and not preset.reported
+        assert all(words in preset.note for words in ("Sec. 4.3", "App. A", "5 independent runs", "10 experimental trials"))
+    for key in ("mutag", "ptc", "enzymes", "imdb-b", "imdb-m", "proteins"):
+        assert by_name(f"undimix-{key}-hcl").groups() == by_name(f"hcl-{key}-beta1-official").groups()
+        undimix = by_name(f"undimix-{key}-undimix").groups()["pretrain"]
+        assert (undimix["graph_weights"], undimix["undimix_learned"], undimix["undimix_uncertainty"]) == ("official", True, "literal")
+
+
+def test_the_fig7_methods_pair_with_the_fig3_runs() -> None:
+    """``hcl table --methods fig7``: its HCL row is Fig. 3's fig3-beta1@official (same name, same values: its runs serve)."""
+    from hcl_cli.errors import UsageError
+    from hcl_cli.tables.methods import expand, method
+
+    assert expand(["fig7"]) == ["fig7-infograph", "fig3-beta1@official", "fig7-undimix"]
+    assert method("ptc", "fig7-hcl").pretrain == method("ptc", "fig3-beta1@official").pretrain
+    row = method("proteins", "fig7-undimix")
+    assert row.pretrain == by_name("undimix-proteins-undimix").values["pretrain"]
+    assert row.pretrain["sampler"] == "undimix" and row.paper == {"UnDiMix Fig. 7": "figure only"}
+    for dataset, name in (("dd", "fig7-undimix"), ("mutag", "fig7-ot")):
+        with pytest.raises(UsageError, match="UnDiMix Fig. 7 has no"):
+            method(dataset, name)

@@ -58,8 +58,8 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("sampler", [name for name in SAMPLERS if name != "undimix"])
-def test_every_sampler_but_undimix_trains_one_step_on_a_graph_batch(prepared: Path, sampler: str) -> None:
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
+def test_every_sampler_trains_one_step_on_a_graph_batch(prepared: Path, sampler: str) -> None:
     samples, labels = GRAPHS.load_samples(prepared, ["train", "test"])
     torch.manual_seed(0)
     model, step = build_graph_training(sampler, GRAPHS.load_card(prepared).feature_dim, 8, 2, OptimizerSettings(), torch.device("cpu"))
@@ -73,10 +73,8 @@ def test_every_sampler_but_undimix_trains_one_step_on_a_graph_batch(prepared: Pa
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters())), "Adam moved the weights"
 
 
-def test_undimix_a_queue_and_torchrun_are_refused_before_training() -> None:
+def test_a_queue_and_torchrun_are_refused_before_training() -> None:
     options = SamplerOptions.resolve(lookup("hucl"), {})
-    with pytest.raises(UsageError, match="undimix needs two views"):
-        check_graph_training("undimix", SamplerOptions.resolve(lookup("undimix"), {}), queue_size=0, world_size=1)
     with pytest.raises(UsageError, match="--queue-size 0"):
         check_graph_training("hucl", options, queue_size=4, world_size=1)
     with pytest.raises(UsageError, match="one process"):

@@ -181,6 +181,18 @@ class FF(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x) + self.linear_shortcut(x)
 
+    @property
+    def last_layer(self) -> nn.Linear:
+        """The block's third Linear (its ReLU follows): the head's last layer, whose inputs :meth:`with_last_inputs` gives."""
+        layer = self.block[4]
+        assert isinstance(layer, nn.Linear)
+        return layer
+
+    def with_last_inputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(forward(x), the inputs of :attr:`last_layer`)``, for UnDiMix's uncertainty on graphs."""
+        inputs = self.block[:4](x)
+        return self.block[4:](inputs) + self.linear_shortcut(x), inputs
+
 
 class InfoGraphModel(nn.Module):
     """The GIN encoder with InfoGraph's local and global FF heads (deepinfomax.py's ``GcnInfomax``, prior off)."""

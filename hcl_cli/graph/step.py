@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,12 +53,12 @@ class GraphTrainingStep:
     optimizer: SkipNonFinite
     sampler: str
     learned: nn.ParameterDict = field(default_factory=nn.ParameterDict)
-    """Tensors the loss learns with the encoder: none on graphs (UnDiMix's learned weights need two views; it is refused)."""
+    """Tensors the loss learns with the encoder (UnDiMix's learned weights), passed to it by name."""
 
     @property
     def state(self) -> nn.Module:
-        """What a checkpoint holds besides the optimizer: the model."""
-        return self.model
+        """What a checkpoint holds besides the optimizer: the model, and the learned tensors where there are some."""
+        return nn.ModuleDict({"model": self.model, "learned": self.learned}) if len(self.learned) else self.model
 
     def __call__(self, batch: GraphBatch, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``batch`` (at least 2 graphs) with the sampler options of the current epoch; checks nothing."""
@@ -68,7 +69,12 @@ class GraphTrainingStep:
         merged = merge_duplicate_nodes(nodes, node_graph) if reads_officially(self.sampler, loss_options) else None
         if merged is not None:  # decided by the batch alone, so a resumed run rounds as an uninterrupted one
             nodes, node_graph, counts = merged
-        local, global_ = self.model.local_d(nodes), self.model.global_d(graphs)
+        if spec.head_inputs:  # undimix: the local head's last layer and its inputs (Eq. 3 on graphs)
+            local, inputs = self.model.local_d.with_last_inputs(nodes)
+            loss_options = loss_options.with_inputs(head_inputs=inputs, head_layer=self.model.local_d.last_layer, **self.learned)
+        else:
+            local = self.model.local_d(nodes)
+        global_ = self.model.global_d(graphs)
         graph_labels = batch.labels if spec.label_positives(loss_options) else None  # ``labels``, on the device
         loss, stats = node_graph_loss(local, global_, node_graph, graph_labels, sampler=self.sampler, options=loss_options, counts=counts)
         loss.backward()
@@ -128,8 +134,8 @@ def merge_duplicate_nodes(nodes: Tensor, node_graph: Tensor) -> tuple[Tensor, Te
 def check_graph_training(sampler: str, options: SamplerOptions, *, queue_size: int, world_size: int) -> None:
     """One-line usage errors, before training, for what graph pretraining does not run.
 
-    The sampler and objective (:func:`~hcl_cli.objectives.infograph.check_graph_sampler`: undimix,
-    nce and bcl are refused); a momentum queue (InfoGraph's negatives are the batch's other graphs);
+    The sampler and objective (:func:`~hcl_cli.objectives.infograph.check_graph_sampler`: nce and bcl
+    are refused); a momentum queue (InfoGraph's negatives are the batch's other graphs);
     torchrun (a graph epoch keeps its last partial batch, which ranks cannot split evenly).
     """
     check_graph_sampler(sampler, options)
@@ -165,14 +171,21 @@ def keep_freed_memory() -> bool:
 
 
 def build_graph_training(
-    sampler: str, in_dim: int, hidden: int, layers: int, optimizer: OptimizerSettings, device: torch.device
+    sampler: str,
+    in_dim: int,
+    hidden: int,
+    layers: int,
+    optimizer: OptimizerSettings,
+    device: torch.device,
+    learned: Mapping[str, Tensor] | None = None,
 ) -> tuple[GinModel, GraphTrainingStep]:
-    """The model (on ``device``, initialised from torch's RNG) and the step that trains it with ``optimizer``
-    (on a CPU, after :func:`keep_freed_memory`)."""
+    """The model (on ``device``, initialised from torch's RNG) and the step that trains it, and the tensors ``learned``
+    the loss learns with it (UnDiMix's learned weights), with ``optimizer`` (on a CPU, after :func:`keep_freed_memory`)."""
     if device.type == "cpu":
         keep_freed_memory()
     model = GinModel(in_dim, hidden, layers).to(device)
-    return model, GraphTrainingStep(model, optimizer.build(model.parameters()), sampler)
+    parameters = nn.ParameterDict({name: nn.Parameter(value) for name, value in (learned or {}).items()}).to(device)
+    return model, GraphTrainingStep(model, optimizer.build([*model.parameters(), *parameters.parameters()]), sampler, parameters)
 
 
 def build_training(config: PretrainConfig, card: GraphCard, context: DistributedContext) -> tuple[GinModel, GraphTrainingStep]:
@@ -181,6 +194,7 @@ def build_training(config: PretrainConfig, card: GraphCard, context: Distributed
     if config.arch not in ("auto", "gin"):
         raise UsageError(f"{config.data} holds graphs: use --arch gin (or auto), not {config.arch}")
     check_graph_training(config.sampler, config.loss_options(0), queue_size=config.queue_size, world_size=context.world_size)
+    learned = config.spec.learned_tensors(config.sampler_options)
     return build_graph_training(
-        config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, OptimizerSettings.of(config), context.device
+        config.sampler, card.feature_dim, config.gin_hidden, config.gin_layers, OptimizerSettings.of(config), context.device, learned
     )

@@ -7,14 +7,14 @@ raw inner product of the local and global embeddings). The samplers of :mod:`hcl
 run on it unchanged and give q(j|i) over the graphs: ``ucl`` uniform (InfoGraph itself),
 ``debiased``/``hucl`` HCL's tilt, ``scl``/``hscl``/``hscl-threshold`` the graphs of other labels (a
 node's label is its graph's; its positives are then every graph of its label, its own included),
-``ot`` the entropic coupling of nodes with graphs. ``undimix`` is refused: its uncertainty part is
-the gradient of a pseudo-labelling task between two views of each sample through the projection
-head's last layer, which a node-graph batch does not have.
+``ot`` the entropic coupling of nodes with graphs, ``undimix`` UnDiMix's importance with its parts read on nodes
+against graphs (:mod:`~hcl_cli.objectives.undimix_graph`; it needs the local head's last layer and its inputs).
 
 Two readings (``graph_weights``): ``paper`` (every sampler) is InfoGraph's Jensen-Shannon loss
 weighted by the sampler's q, with HCL App. B and D.2's tilt and the tau+ debiasing of the image
 Eq. (2)-(4), which App. B does not have (:func:`~hcl_cli.objectives.jsd.jsd_objective`);
-``official`` (debiased and hucl) is ``JSD_hard`` as HCL's graph code computes it (:func:`~hcl_cli.objectives.jsd_hard.official_jsd_hard`).
+``official`` (debiased and hucl) is ``JSD_hard`` as HCL's graph code computes it (:func:`~hcl_cli.objectives.jsd_hard.official_jsd_hard`),
+and for undimix ``JSD_hard`` with UnDiMix's weights in place of its own (:func:`~hcl_cli.objectives.undimix_graph.official_undimix_jsd`).
 :func:`local_global_loss` checks its inputs and options; :func:`node_graph_loss` is the training
 step's entry, which checks nothing.
 """
@@ -33,9 +33,12 @@ from hcl_cli.objectives.jsd_hard import official_jsd_hard
 from hcl_cli.objectives.node_graph import NodeGraphBatch
 from hcl_cli.objectives.registry import SAMPLERS, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.objectives.undimix_graph import node_graph_undimix, official_undimix_jsd
 
 OFFICIAL_SAMPLERS = ("debiased", "hucl")
 """The samplers whose ``graph_weights="official"`` reading is the official ``JSD_hard``."""
+WEIGHTED_OFFICIALLY = (*OFFICIAL_SAMPLERS, "undimix")
+"""The samplers that read ``graph_weights``: ``JSD_hard``'s own weights, or UnDiMix's in their place."""
 
 
 @overload
@@ -97,18 +100,13 @@ def local_global_loss(
 def check_graph_sampler(sampler: str, options: SamplerOptions) -> None:
     """One-line usage errors for a sampler or options that nodes against graphs cannot train with.
 
-    The objective must be ``jsd`` (or ``auto``, which is ``jsd`` on graphs); ``undimix`` needs two views
-    and the projection head's inputs; ``graph_weights="official"`` has one positive per node. The
-    public :func:`local_global_loss` calls it on every call, a stage once at its entry.
+    The objective must be ``jsd`` (or ``auto``, which is ``jsd`` on graphs); ``graph_weights="official"`` has one
+    positive per node. The public :func:`local_global_loss` calls it on every call, a stage once at its entry.
     """
     if options.objective not in ("auto", "jsd"):
         raise UsageError(f"nodes against graphs train with --objective jsd (InfoGraph's loss), not {options.objective}")
     spec = lookup(sampler)
-    if spec.head_inputs:
-        raise UsageError(
-            f"--sampler {sampler} needs two views of each sample and the projection head's inputs; nodes against graphs have neither"
-        )
-    if options.graph_weights == "official" and sampler in OFFICIAL_SAMPLERS and spec.label_positives(options):
+    if options.graph_weights == "official" and sampler in WEIGHTED_OFFICIALLY and spec.label_positives(options):
         raise UsageError("--graph-weights official has one positive per node, its own graph: use --positives partner")
 
 
@@ -155,7 +153,12 @@ def node_graph_loss(
             count = torch.tensor(local.shape[0] if counts is None else int(counts.sum()), device=loss.device)
             return loss, LossStats(terms=count, anchors_without_negatives=torch.zeros_like(count))
         batch = NodeGraphBatch(local, global_, node_graph, graph_labels if label_positives else None)
-        negatives = spec.load()(batch, options.replaced({"clip": True}, {}))
+        if sampler == "undimix":
+            negatives = node_graph_undimix(batch, options)
+            if options.graph_weights == "official":
+                return official_undimix_jsd(batch, negatives)
+        else:
+            negatives = spec.load()(batch, options.replaced({"clip": True}, {}))
         return jsd_objective(batch, negatives, label_positives=label_positives, tau_plus=options.tau_plus)
 
 

@@ -86,7 +86,7 @@ CLIP = Option(
 GRAPH_WEIGHTS = Option(
     "graph_weights",
     "paper",
-    "Graphs only (objective jsd), debiased and hucl: the reading of HCL's hard graph objective, which also sets tau+ and the sign of its positive correction. paper: weights exp(beta * s) on scores scaled into [-2, 2] (HCL App. B, D.2), tau+ from --tau-plus debiasing the negative term as the image Eq. 2-4 do (an extrapolation: App. B has no tau+), lowering the loss by tau+/(1 - tau+) sp(s_ip). official: HCL's graph code, JSD_hard: weights exp(-2 beta s / max|s|) that favour easy negatives, tau+ fixed at 0.5 whatever --tau-plus says, and the positive term raising the loss by tau+/(1 - tau+) sp(s_ip).",
+    "Graphs only (objective jsd), debiased, hucl and undimix: the reading of HCL's hard graph objective, which also sets tau+ and the sign of its positive correction. paper: weights exp(beta * s) on scores scaled into [-2, 2] (HCL App. B, D.2), tau+ from --tau-plus debiasing the negative term as the image Eq. 2-4 do (an extrapolation: App. B has no tau+), lowering the loss by tau+/(1 - tau+) sp(s_ip). official: HCL's graph code, JSD_hard: weights exp(-2 beta s / max|s|) that favour easy negatives, tau+ fixed at 0.5 whatever --tau-plus says, and the positive term raising the loss by tau+/(1 - tau+) sp(s_ip). undimix: paper is InfoGraph's loss with q proportional to UnDiMix's weights (no tau+); official is JSD_hard with UnDiMix's weights in place of its own (UnDiMix App. A).",
     choices=("paper", "official"),
     modality="graph",
 )
@@ -150,8 +150,8 @@ def check_moco(sampler: str, label_positives: bool) -> None:
 
 RUNTIME_INPUTS: dict[str, str] = {
     "momentum_keys": "MomentumKeys: a momentum encoder's keys of the batch and its queue of earlier keys, the candidates of every sampler (MoCo; None: in-batch)",
-    "head_inputs": "(h1, h2): the inputs of the projection head's last linear layer for both views (undimix)",
-    "head_layer": "the projection head's last linear layer, with .weight and .bias (undimix with undimix_uncertainty=literal)",
+    "head_inputs": "(h1, h2): the inputs of the projection head's last linear layer for both views (undimix); on graphs the (n, H) inputs of the local head's last linear layer",
+    "head_layer": "the projection head's last linear layer, with .weight and .bias (undimix with undimix_uncertainty=literal; on graphs the local head's, always)",
     "undimix_attention": "(3,) learnable logits of the similarity, uncertainty and diversity weights (undimix with undimix_learned)",
 }
 """Tensors (not options) that :func:`~hcl_cli.objectives.contrastive_loss` takes from the trainer, by keyword."""
@@ -270,7 +270,7 @@ SAMPLERS: dict[str, Sampler] = {
     "undimix": Sampler(
         "hcl_cli.objectives.undimix:undimix",  # hcl_cli/objectives/undimix.py
         "UnDiMix, Tabassum et al.",
-        (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY, UNDIMIX_DIVERSITY),
+        (POSITIVES, UNDIMIX_WEIGHTS, UNDIMIX_LEARNED, UNDIMIX_UNCERTAINTY, UNDIMIX_DIVERSITY, GRAPH_WEIGHTS),
         head_inputs=True,
         key_features="hcl_cli.objectives.undimix:key_features",
         learned="hcl_cli.objectives.undimix:learned_tensors",

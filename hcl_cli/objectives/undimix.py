@@ -42,6 +42,9 @@ Uncertainty, ``undimix_uncertainty``:
   It correlates only loosely with the literal reading (the candidates' own dependence on theta is
   dropped), which is why the presets use ``literal``.
 
+On nodes against graphs (InfoGraph, UnDiMix Sec. 4.3) the parts are read by :mod:`~hcl_cli.objectives.undimix_graph`,
+and mixed by the same :func:`importance` and :func:`importance_weights`.
+
 With a momentum encoder (MoCo), the candidates are the batch's keys and a queue of earlier keys,
 and each part keeps its meaning over them (our reading; the paper ran UnDiMix on MoCo-v2 without
 saying how): (a) ``s_ij`` is the anchor's cosine with the candidate; (b) the candidate's ``g_j``
@@ -93,7 +96,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import NegativeWeights, PairBatch
+from hcl_cli.objectives.core import NegativeWeights, PairBatch, ScoreBatch
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, undimix_weight_values
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.objectives.undimix_diversity import DIVERSITY_READINGS
@@ -111,9 +114,23 @@ def pseudo_label_gradients(unit: Tensor, raw: Tensor, logits: Tensor | None = No
     size = len(unit) // 2
     unit = unit.detach()
     logits = cross_view_logits(unit, size) if logits is None else logits
+    return torch.cat(
+        [
+            posterior_gradients(unit[:size], raw[:size], unit[size:], logits[:size]),
+            posterior_gradients(unit[size:], raw[size:], unit[:size], logits[size:]),
+        ]
+    )
+
+
+def posterior_gradients(unit: Tensor, raw: Tensor, candidates: Tensor, logits: Tensor) -> Tensor:
+    """(n, P) ``delta_j = dl_j / dz_j`` of Eq. (2)-(3)'s pseudo-labelling cross-entropy, each row ``z_j`` (raw ``raw``,
+    normalised ``unit``) against the unit ``candidates`` with ``logits`` their cosines (a softmax over every candidate,
+    the pseudo-label its argmax), the candidates held fixed: ``(I - z^ z^T) sum_k (p_k - e_y,k) c_k / ||z||``.
+    Images: a view's rows against the other view's; graphs: a node's local embedding against the batch's graphs."""
     residual = torch.softmax(logits, dim=1)
     residual[torch.arange(len(residual), device=residual.device), logits.argmax(dim=1)] -= 1.0
-    unit_gradient = torch.cat([residual[:size] @ unit[size:], residual[size:] @ unit[:size]])
+    unit_gradient = residual @ candidates.detach()
+    unit = unit.detach()
     tangent = unit_gradient - (unit_gradient * unit).sum(dim=1, keepdim=True) * unit
     return tangent / raw.detach().norm(dim=1, keepdim=True)
 
@@ -217,7 +234,7 @@ def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor]) -> t
     (``(s - low) / (high - low)``); a constant row gets 0 and 0. Affine, so that :func:`importance` mixes the
     parts in one pass each (``addcmul``) instead of normalising every part as a matrix first.
 
-    The two non-negatives of each row (``excluded``) are set to ``+inf`` for the minimum and ``-inf`` for the
+    The non-negatives of each row (``excluded``: the anchor and its partner, or a node's own graph) are set to ``+inf`` for the minimum and ``-inf`` for the
     maximum, so only whole-row reductions run; ``scores`` is left with 0 there (:func:`importance` zeroes them)."""
     low = scores.index_put_(excluded, scores.new_tensor(math.inf)).amin(dim=1, keepdim=True)
     high = scores.index_put_(excluded, scores.new_tensor(-math.inf)).amax(dim=1, keepdim=True)
@@ -247,10 +264,10 @@ def learned_tensors(options: Mapping[str, Any]) -> dict[str, Tensor]:
     return {"undimix_attention": initial_attention(options["undimix_weights"])} if options.get("undimix_learned") else {}
 
 
-def mixing_weights(batch: PairBatch, options: SamplerOptions) -> Tensor:
+def mixing_weights(batch: ScoreBatch, options: SamplerOptions) -> Tensor:
     """(3,) lambda, a convex combination: ``undimix_weights / sum(undimix_weights)``, or with ``undimix_learned`` the
     softmax of ``undimix_attention`` over the parts of positive ``undimix_weights`` (differentiable in the attention logits)."""
-    fixed = torch.tensor(options.undimix_weights, dtype=batch.compute_dtype, device=batch.cosine.device)
+    fixed = torch.tensor(options.undimix_weights, dtype=batch.compute_dtype, device=batch.masks.rows.device)
     if not options.undimix_learned:
         return fixed / fixed.sum()
     attention = options.undimix_attention
@@ -259,31 +276,43 @@ def mixing_weights(batch: PairBatch, options: SamplerOptions) -> Tensor:
     return torch.softmax(attention.to(fixed).masked_fill(fixed == 0, -math.inf), dim=0)
 
 
-def importance(batch: PairBatch, options: SamplerOptions) -> Tensor:
-    """(2B, 2B + K) ``w_ij`` of Eq. (5), in [0, 1]: the convex combination of the min-max normalised parts, 0 off the negatives."""
-    excluded = excluded_pairs(batch)
+Scores = Sequence[Callable[[Any, SamplerOptions], Tensor]]
+"""The three parts' functions, in the order of ``undimix_weights``: :data:`SCORES` on images, the graph module's on graphs."""
+
+
+def importance(
+    batch: ScoreBatch, options: SamplerOptions, scores: Scores = SCORES, excluded: tuple[Tensor, Tensor] | None = None
+) -> Tensor:
+    """(n, m) ``w_ij`` of Eq. (5), in [0, 1]: the convex combination of the min-max normalised parts, 0 off the negatives
+    (``excluded``, :func:`excluded_pairs` by default: the pairs that are no negatives)."""
+    excluded = excluded_pairs(batch) if excluded is None else excluded
     mix = mixing_weights(batch, options)
     with torch.no_grad():
         parts = [
-            (k, scores, *min_max_over_negatives(scores, excluded))
-            for k, score in enumerate(SCORES)
+            (k, values, *min_max_over_negatives(values, excluded))
+            for k, score in enumerate(scores)
             if options.undimix_weights[k] > 0
-            for scores in (score(batch, options),)
+            for values in (score(batch, options),)
         ]
     combined = None
-    for k, scores, scale, _ in parts:
-        combined = scores * (mix[k] * scale) if combined is None else combined.addcmul_(scores, mix[k] * scale)
+    for k, values, scale, _ in parts:
+        combined = values * (mix[k] * scale) if combined is None else combined.addcmul_(values, mix[k] * scale)
     combined.add_(sum(mix[k] * part_offset for k, _, _, part_offset in parts))
     return combined.index_put_(excluded, combined.new_tensor(0.0))
 
 
 def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
-    """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity.
+    """Importance weights ``w_ij`` (mean 1 over each anchor's negatives) from similarity, uncertainty and diversity."""
+    excluded = excluded_pairs(batch)
+    return importance_weights(batch, importance(batch, options, SCORES, excluded), excluded)
 
-    Every row sums to M (the uniform fallback too), whatever the learned mixing weights: its ``log_normaliser`` is ``log M``.
-    Learned weights take the logarithm of the positive weights only (``where`` on both sides: no NaN gradient at a
-    weight of 0); fixed ones in place, ``log 0 = -inf``."""
-    combined = importance(batch, options)
+
+def importance_weights(batch: ScoreBatch, combined: Tensor, excluded: tuple[Tensor, Tensor]) -> NegativeWeights:
+    """The :class:`NegativeWeights` of the importances ``combined`` (0 on the ``excluded`` pairs): mean 1 over each anchor's negatives.
+
+    Every row sums to M (the uniform fallback too, for a row of importances 0), whatever the learned mixing weights: its
+    ``log_normaliser`` is ``log M``. Learned weights take the logarithm of the positive weights only (``where`` on both
+    sides: no NaN gradient at a weight of 0); fixed ones in place, ``log 0 = -inf``."""
     mean = combined.sum(dim=1, keepdim=True) / batch.num_negatives
     weighted = mean > 0
     log_mean = torch.where(weighted, mean, 1.0).log()
@@ -293,5 +322,5 @@ def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
         log_weights = torch.where(positive | ~weighted, log_weights, -math.inf)
     else:
         log_weights = combined.clamp_(min=0.0).add_(~weighted).log_().sub_(log_mean)
-    log_weights.index_put_(excluded_pairs(batch), log_weights.new_tensor(-math.inf))
+    log_weights.index_put_(excluded, log_weights.new_tensor(-math.inf))
     return NegativeWeights(log_weights, log_normaliser=batch.uniform_log_normaliser)

@@ -4,8 +4,10 @@ Methods: ``ucl`` (UCL = InfoGraph), ``hucl`` (H-UCL = HCL), ``scl``, ``hscl`` (H
 ``ot-eps0.05`` ... ``ot-eps1`` (HCL-OT), ``hucl-beta2``, ``hucl-beta10``, ``hscl-beta2``,
 ``hscl-beta10`` (the rest of the tables' beta grid), ``fig3-beta0`` ... ``fig3-beta10`` (HCL Fig. 3,
 lr 0.001), each with ``@official`` for HCL's graph-code reading where the readings differ (the
-samplers debiased and hucl). Groups: ``table2`` (H-SCL Table II: ucl hucl hucl@official scl hscl),
-``table5`` (HCL-OT Table V: ucl hucl hucl@official and the four ot), ``betas``, ``fig3`` (HCL Fig. 3).
+samplers debiased and hucl), ``fig7-infograph``, ``fig7-hcl`` and ``fig7-undimix`` (UnDiMix Fig. 7, its presets' values,
+official where the reading matters). Groups: ``table2`` (H-SCL Table II: ucl hucl hucl@official scl hscl),
+``table5`` (HCL-OT Table V: ucl hucl hucl@official and the four ot), ``betas``, ``fig3`` (HCL Fig. 3), ``fig7`` (UnDiMix
+Fig. 7: fig7-infograph, fig3-beta1@official, which is Fig. 7's HCL row, so that the Fig. 3 runs serve it, and fig7-undimix).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "table5": ("ucl", "hucl", "hucl@official", "ot-eps0.05", "ot-eps0.1", "ot-eps0.5", "ot-eps1"),
     "betas": ("hucl-beta2", "hucl-beta2@official", "hucl-beta10", "hucl-beta10@official", "hscl-beta2", "hscl-beta10"),
     "fig3": tuple(f"fig3-beta{beta:g}{reading}" for beta in presets.FIG3_BETAS for reading in ("", OFFICIAL)),
+    "fig7": ("fig7-infograph", "fig3-beta1@official", "fig7-undimix"),
 }
 
 
@@ -51,7 +54,12 @@ def method(dataset: str, name: str) -> Method:
     base, official, reading = name.removesuffix(OFFICIAL), name.endswith(OFFICIAL), {"graph_weights": "official"}
     table2, table5, fig3 = "H-SCL Table II", "HCL-OT Table V", "HCL Fig. 3"
     in_tables = dataset in presets.HSCL_TABLE["ucl"]
-    if base.startswith("fig3-beta"):
+    if base.startswith("fig7-"):
+        if dataset not in presets.FIG7_DATASETS or base.removeprefix("fig7-") not in presets.FIG7_METHODS:
+            raise UsageError(f"UnDiMix Fig. 7 has no {name} on {dataset} (its rows: fig7-infograph, fig7-hcl, fig7-undimix)")
+        preset = f"undimix-{dataset}-{base.removeprefix('fig7-')}"
+        values, paper = preset_values(preset), {"UnDiMix Fig. 7": preset_number(preset)}
+    elif base.startswith("fig3-beta"):
         if dataset not in presets.FIG3_DATASETS:
             raise UsageError(f"HCL Fig. 3 has no {dataset}")
         preset = f"hcl-{dataset}-{base.removeprefix('fig3-')}"
