@@ -235,17 +235,20 @@ def graph_experiment(name: str, sampler: str, knn: float, svm: float, std: float
     """A finished MUTAG experiment in ``dvc exp show --json``'s shape: kNN on the 47 test graphs, the SVM over 10 folds of 188."""
     pretrain = {"sampler": sampler, "beta": 1.0, **pretrain}
     data = {
-        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": pretrain}}},
-        "metrics": {
-            "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 47, "k": 20}},
-            "metrics/linear.json": {
+        "params": {
+            "params.yaml": {
                 "data": {
-                    "top1": svm,
-                    "top5": 1.0,
-                    "test_size": 188,
-                    "protocol": "svm",
-                    "details": {"svm": {"std": std, "folds": 10, "repeats": 1}},
+                    "prepare": {"dataset": "tu", "name": "MUTAG"},
+                    "pretrain": pretrain,
+                    "knn": {"k": 20},
+                    "linear": {"protocol": "svm"},
                 }
+            }
+        },
+        "metrics": {
+            "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 47}},
+            "metrics/linear.json": {
+                "data": {"top1": svm, "top5": 1.0, "test_size": 188, "details": {"svm": {"std": std, "folds": 10, "repeats": 1}}}
             },
         },
     }
@@ -256,10 +259,18 @@ def stale_workspace_sweep() -> list[dict[str, Any]]:
     """``hcl preset hscl-mutag-ucl`` then a queued sweep over two samplers: the workspace's params.yaml says MUTAG, but its
     metrics are still the digits run's (450 test images), as dvc.lock records."""
     workspace = {
-        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": {"sampler": "ucl", "beta": 1.0}}}},
+        "params": {
+            "params.yaml": {
+                "data": {
+                    "prepare": {"dataset": "tu", "name": "MUTAG"},
+                    "pretrain": {"sampler": "ucl", "beta": 1.0},
+                    "linear": {"protocol": "svm"},
+                }
+            }
+        },
         "metrics": {
-            "metrics/knn.json": {"data": {"top1": 0.9467, "top5": 1.0, "test_size": 450, "k": 200}},
-            "metrics/linear.json": {"data": {"top1": 0.9911, "top5": 1.0, "test_size": 450, "protocol": "fixed"}},
+            "metrics/knn.json": {"data": {"top1": 0.9467, "top5": 1.0, "test_size": 450}},
+            "metrics/linear.json": {"data": {"top1": 0.9911, "top5": 1.0, "test_size": 450}},
         },
     }
     experiments = [
@@ -272,7 +283,12 @@ def stale_workspace_sweep() -> list[dict[str, Any]]:
     ]
 
 
-DIGITS_LOCK = {"stages": {"prepare": {"params": {"params.yaml": {"prepare": {"dataset": "digits", "name": "MUTAG"}}}}}}
+DIGITS_LOCK = {
+    "stages": {
+        "prepare": {"params": {"params.yaml": {"prepare": {"dataset": "digits", "name": "MUTAG"}}}},
+        "linear-eval": {"params": {"params.yaml": {"linear": {"protocol": "fixed"}}}},
+    }
+}
 
 
 @pytest.fixture

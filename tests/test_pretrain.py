@@ -114,7 +114,7 @@ def test_hcl_pretrain_with_a_queue_of_512_trains_hucl_on_digits(digits: Path, tm
         [sys.executable, "-m", "hcl_cli", *command, *paths], capture_output=True, text=True, check=False, env=environment
     )
     assert result.returncode == 0, result.stderr
-    assert "hcl pretrain: hucl over a queue of 512 keys (momentum 0.99) on cpu" in result.stdout
+    assert "hcl pretrain: hucl over a queue of 512 keys (momentum 0.99) on cpu" in result.stderr
     embeddings = tmp_path / "embeddings.safetensors"
     embed.run(EmbedConfig(data=str(digits), model=str(out / "encoder.safetensors"), out=str(embeddings), device="cpu"))
     assert embeddings.is_file()

@@ -440,7 +440,7 @@ def test_a_name_with_a_newline_cannot_forge_a_line(tmp_path: Path) -> None:
     assert shown(forged) == "p\\nhcl prepare: wrote data/prepared: digits"
     result = hcl("prepare", "--out", forged, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()  # reading, writing, wrote
+    lines = result.stderr.splitlines()  # reading, writing, wrote
     assert len(lines) == 3 and "p\\nhcl prepare" in lines[-1]
     assert not any(line.startswith("hcl prepare: wrote data/prepared") for line in lines), "no forged line"
 
