@@ -1,5 +1,5 @@
 """The bad-input table: every case across the subcommands and params.yaml gets exit code 2
-(usage) or 1 (runtime), exactly one line on stderr, no traceback, and no partial artifact."""
+(usage) or 1 (runtime), exactly one error line on stderr (its last, after the stage's status lines), no traceback, and no partial artifact."""
 
 from __future__ import annotations
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import copy_pipeline
-from test_pipeline import ROOT, TINY, run, set_params
+from test_pipeline import run, set_params, tiny_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -47,14 +45,7 @@ def check_plots(repo: Path) -> None:
 
 
 def test_the_three_views_of_the_default_pipeline_read_at_a_glance(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    copy_pipeline(repo)
-    shutil.copy(ROOT / "params.yaml", repo / "params.yaml")
-    run(["git", "init", "-q"], repo)
-    run(["dvc", "init", "-q"], repo)
-    run(["dvc", "config", "core.analytics", "false"], repo)
-    set_params(repo, TINY)
+    repo = tiny_pipeline(tmp_path)
     run(["dvc", "repro"], repo)
 
     table, err = view(["dvc", "metrics", "show"], repo, 200)

@@ -63,4 +63,4 @@ def test_a_hand_run_on_graphs_trains_and_reads_out_with_the_graph_defaults(
     assert json.loads((models / "encoder.json").read_text())["config"]["epochs"] == 200
     assert hcl("embed", "--data", str(prepared), "--model", str(models / "encoder.safetensors"), "--out", str(embeddings)) == 0
     assert hcl("knn-eval", "--embeddings", str(embeddings), "--out", str(knn)) == 0
-    assert json.loads(knn.read_text())["k"] == 20, "k 200 would be larger than the 30 train graphs"
+    assert json.loads(knn.with_name("knn.inputs.json").read_text())["params"]["k"] == 20, "k 200 would be larger than the 30 train graphs"

@@ -291,8 +291,8 @@ def test_pretrain_killed_anywhere_twenty_times_resumes_to_the_uninterrupted_run_
     kills, kills_in_writes = 0, 0
     while kills < KILLS:
         process = start_pretrain(config, tmp_path)
-        assert process.stdout is not None
-        started = process.stdout.readline()
+        assert process.stderr is not None
+        started = process.stderr.readline()  # the status lines are on stderr (hcl_cli/logs.py)
         assert started.startswith("hcl pretrain: hucl on cpu"), f"pretrain did not start: {started}{process.communicate()[1]}"
         if kills % 2:
             deadline = time.monotonic() + 30
