@@ -338,10 +338,10 @@ def test_a_name_pattern_that_matches_nothing_says_so_and_lists_the_names(stale_s
 
 def test_the_table_is_printed_on_the_terminal_as_it_is_written(stale_sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
     compare.run("compare", compare.Selection())
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     table = (stale_sweep / "compare.md").read_text()
-    assert out.startswith(table.rstrip("\n") + "\n") and "| owing-cors | MUTAG | svm | hucl" in out
-    assert out.splitlines()[-1] == "hcl compare: 2 experiments -> compare.md, compare.csv"
+    assert captured.out == table.rstrip("\n") + "\n\n" and "| owing-cors | MUTAG | svm | hucl" in captured.out, "the result on stdout"
+    assert captured.err.splitlines()[-1] == "hcl compare: 2 experiments -> compare.md, compare.csv", "the status line on stderr"
 
 
 def test_a_graph_run_that_read_every_label_is_marked_transductive_and_an_inductive_one_inductive(

@@ -115,7 +115,7 @@ def test_sigkill_in_the_middle_of_an_epoch_then_resume_is_bitwise_equal(
 
     pretrain.run(config_for(digits, tmp_path, resume=True))
 
-    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out), (
+    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().err), (
         "the resumed checkpoint is not in the middle of epoch 2"
     )
     assert_bitwise_equal(encoder_tensors(tmp_path), uninterrupted)
@@ -147,7 +147,7 @@ def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
 
     pretrain.run(config_for(digits, killed, resume=True, **queue))
 
-    assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
+    assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().err)
     assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
     checkpoint = final_checkpoint(reference)
     assert {"model.queue.keys", "model.queue.count"} <= checkpoint.keys() and checkpoint[

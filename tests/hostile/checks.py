@@ -100,7 +100,7 @@ def nothing_left(work: Path, result: Result[str]) -> str | None:
 
 
 def resumed_from(work: Path, result: Result[str]) -> str | None:
-    return None if "resuming from" in result.stdout else "did not resume (started from epoch 0)"
+    return None if "resuming from" in result.stderr else "did not resume (started from epoch 0)"
 
 
 def all_of(*checks: Check) -> Check:
