@@ -37,6 +37,7 @@ from hcl_cli.config.prepare import PrepareConfig
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.config.report import ReportConfig
 from hcl_cli.errors import HclError, UsageError
+from hcl_cli.logs import LOG, set_level
 from hcl_cli.option import Option, option_name, parse_bool, parse_number
 from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
 from hcl_cli.training.signals import Interrupted, exit_with, interrupt_policy
@@ -121,8 +122,19 @@ def print_version(given: bool) -> None:
 VERSION = typer.Option("--version", help="Print hcl's version and exit.", callback=print_version, is_eager=True)
 
 
+QUIET_HELP = "Print errors only: no status line, warning or progress bar (results on standard output stay); accepted anywhere."
+VERBOSE_HELP = "Print debug lines too (each stage's options, each file written); accepted anywhere on the command line."
+LEVELS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}
+"""The logging level's flags (:mod:`hcl_cli.logs`), taken from anywhere on the command line as ``--debug`` is."""
+
+
 @app.callback()
-def hcl(debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False, version: Annotated[bool, VERSION] = False) -> None:
+def hcl(
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    version: Annotated[bool, VERSION] = False,
+) -> None:
     """Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages."""
 
 
@@ -202,7 +214,9 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
         planned, where = read_group(Path(params), config_cls) if params else ({}, {})
         sources = {name: label for name, label in where.items() if name not in explicit}
         check_torch_pair()
-        STAGE_RUNNERS[config_cls](config_cls.from_sources(planned | explicit, sources))
+        config = config_cls.from_sources(planned | explicit, sources)
+        LOG.debug(f"hcl {config_cls.command}: debug: parameters {config.params()}, from {params or 'the defaults'} and {sorted(explicit)}")
+        STAGE_RUNNERS[config_cls](config)
 
     parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     parameters += [typer_parameter(option, valued=option.name in valued_bools) for option in options]
@@ -358,7 +372,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: one-line errors and exit codes (2 usage, 1 runtime); ``--debug`` shows tracebacks."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
-    args = [a for a in args if a != "--debug"]
+    levels = {LEVELS[a] for a in args if a in LEVELS}
+    args = [a for a in args if a != "--debug" and a not in LEVELS]
+    set_level(quiet="quiet" in levels, verbose="verbose" in levels)
     command = typer.main.get_command(app)
     prog = "hcl" + (f" {args[0]}" if args and not args[0].startswith("-") else "")
     try:

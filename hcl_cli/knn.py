@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from hcl_cli.errors import UsageError
+from hcl_cli.logs import bars_disabled
 
 FLOAT_BYTES = 4
 DOUBLE_BYTES = 8
@@ -86,7 +87,7 @@ def nearest_neighbours(
     queries = F.normalize(queries.float(), dim=1)
     best_similarities = torch.full((len(queries), k), float("-inf"), device=device)
     best_indices = torch.zeros((len(queries), k), dtype=torch.int64, device=device)
-    for bank_start in tqdm(range(0, len(bank), bank_chunk_size), desc="kNN bank chunks", unit="chunk", disable=None):
+    for bank_start in tqdm(range(0, len(bank), bank_chunk_size), desc="kNN bank chunks", unit="chunk", disable=bars_disabled()):
         bank_chunk = F.normalize(bank[bank_start : bank_start + bank_chunk_size].to(device, torch.float32), dim=1)
         chunk_k = min(k, len(bank_chunk))
         for start in range(0, len(queries), chunk_size):

@@ -28,6 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 from hcl_cli.errors import HclError
+from hcl_cli.logs import bars_disabled
 from hcl_cli.runtime import seed_everything
 
 
@@ -63,7 +64,7 @@ def fit_linear_classifier(
         )
     else:
         solver = torch.optim.Adam(classifier.parameters(), lr=lr)
-    progress = tqdm(desc=f"linear readout ({optimizer})", unit="eval", disable=None)
+    progress = tqdm(desc=f"linear readout ({optimizer})", unit="eval", disable=bars_disabled())
 
     def closure() -> torch.Tensor:
         solver.zero_grad()
@@ -146,7 +147,7 @@ def augmented_readout(
     optimizer = torch.optim.Adam(classifier.parameters(), lr=lr, weight_decay=weight_decay)
     shuffling = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed if augment_seed is None else augment_seed)  # the augmentations draw from the global RNG
-    for _ in tqdm(range(epochs), desc="linear readout (paper)", unit="epoch", disable=None):
+    for _ in tqdm(range(epochs), desc="linear readout (paper)", unit="epoch", disable=bars_disabled()):
         order = torch.randperm(len(images), generator=shuffling).to(device)
         for batch in order.split(batch_size):
             with torch.no_grad():

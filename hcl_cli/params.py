@@ -4,7 +4,6 @@ the default file written from the declarations."""
 from __future__ import annotations
 
 import difflib
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from hcl_cli.config.base import StageConfig, load_params
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.errors import UsageError
+from hcl_cli.logs import LOG
 from hcl_cli.objectives.registry import sampler_options, users_label
 
 HEADER = """\
@@ -36,7 +36,7 @@ def read_group(path: Path, config_cls: type[StageConfig]) -> tuple[dict[str, Any
     params = load_params(path)
     for group in params:
         if group not in {cls.group for cls in STAGE_CONFIGS}:
-            print(f"hcl: warning: {path}: group {group!r} is not read by any stage", file=sys.stderr)
+            LOG.warning(f"hcl: warning: {path}: group {group!r} is not read by any stage")
     group = params.get(config_cls.group) or {}
     if not isinstance(group, dict):
         raise UsageError(f"{path}: {config_cls.group} must be a mapping of parameters")

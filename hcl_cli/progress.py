@@ -15,6 +15,8 @@ from typing import TypeVar
 
 from tqdm import tqdm
 
+from hcl_cli.logs import LOG, bars_disabled
+
 PLAIN_SECONDS = 10.0
 """Seconds between two plain progress lines."""
 
@@ -24,6 +26,9 @@ Item = TypeVar("Item")
 def progress(items: Iterable[Item], total: int, what: str, unit: str, prog: str) -> Iterator[Item]:
     """Yield ``items`` (``total`` of them), showing ``what`` advance by ``unit`` on stderr: a bar on a terminal, else a
     line beginning ``prog:`` every :data:`PLAIN_SECONDS` while any is left."""
+    if bars_disabled():
+        yield from items
+        return
     if sys.stderr.isatty():
         yield from tqdm(items, total=total, desc=what, unit=unit, leave=False)
         return
@@ -34,7 +39,7 @@ def progress(items: Iterable[Item], total: int, what: str, unit: str, prog: str)
         if now - shown >= PLAIN_SECONDS and done < total:
             shown = now
             left = format_duration((now - started) / done * (total - done))
-            print(f"{prog}: {what}: {done} of {total} {unit}s ({100 * done / total:.0f}%), about {left} to go", file=sys.stderr, flush=True)
+            LOG.info(f"{prog}: {what}: {done} of {total} {unit}s ({100 * done / total:.0f}%), about {left} to go")
 
 
 def format_duration(seconds: float) -> str:

@@ -1,5 +1,5 @@
 """The bad-input table: every case across the subcommands and params.yaml gets exit code 2
-(usage) or 1 (runtime), exactly one line on stderr, no traceback, and no partial artifact."""
+(usage) or 1 (runtime), exactly one error line on stderr (its last, after the stage's status lines), no traceback, and no partial artifact."""
 
 from __future__ import annotations
 
@@ -287,10 +287,11 @@ def invoke(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, st
 
 
 def assert_one_line_error(err: str, command: str, message: str) -> None:
+    """The error is stderr's last line, and its only one but the stage's status lines before it (``hcl prepare: reading``)."""
     lines = err.strip().splitlines()
     assert "Traceback" not in err
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"hcl {command}: error: ") and message in lines[0], lines[0]
+    assert all(line.startswith(f"hcl {command}: ") and ": error: " not in line for line in lines[:-1]), err
+    assert lines[-1].startswith(f"hcl {command}: error: ") and message in lines[-1], lines[-1]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -336,7 +337,7 @@ def test_disk_full_leaves_the_previous_metrics_intact(
     assert code == RUNTIME
     assert_one_line_error(err, "knn-eval", "No space left on device")
     assert out.read_text() == before, "the previous file is untouched"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [RECORD_FILE, "knn.json"], "no temporary file is left"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RECORD_FILE, "knn.inputs.json", "knn.json"], "no temporary file is left"
 
 
 OVERLAPS = [

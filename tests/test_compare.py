@@ -235,17 +235,20 @@ def graph_experiment(name: str, sampler: str, knn: float, svm: float, std: float
     """A finished MUTAG experiment in ``dvc exp show --json``'s shape: kNN on the 47 test graphs, the SVM over 10 folds of 188."""
     pretrain = {"sampler": sampler, "beta": 1.0, **pretrain}
     data = {
-        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": pretrain}}},
-        "metrics": {
-            "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 47, "k": 20}},
-            "metrics/linear.json": {
+        "params": {
+            "params.yaml": {
                 "data": {
-                    "top1": svm,
-                    "top5": 1.0,
-                    "test_size": 188,
-                    "protocol": "svm",
-                    "details": {"svm": {"std": std, "folds": 10, "repeats": 1}},
+                    "prepare": {"dataset": "tu", "name": "MUTAG"},
+                    "pretrain": pretrain,
+                    "knn": {"k": 20},
+                    "linear": {"protocol": "svm"},
                 }
+            }
+        },
+        "metrics": {
+            "metrics/knn.json": {"data": {"top1": knn, "top5": 1.0, "test_size": 47}},
+            "metrics/linear.json": {
+                "data": {"top1": svm, "top5": 1.0, "test_size": 188, "details": {"svm": {"std": std, "folds": 10, "repeats": 1}}}
             },
         },
     }
@@ -256,10 +259,18 @@ def stale_workspace_sweep() -> list[dict[str, Any]]:
     """``hcl preset hscl-mutag-ucl`` then a queued sweep over two samplers: the workspace's params.yaml says MUTAG, but its
     metrics are still the digits run's (450 test images), as dvc.lock records."""
     workspace = {
-        "params": {"params.yaml": {"data": {"prepare": {"dataset": "tu", "name": "MUTAG"}, "pretrain": {"sampler": "ucl", "beta": 1.0}}}},
+        "params": {
+            "params.yaml": {
+                "data": {
+                    "prepare": {"dataset": "tu", "name": "MUTAG"},
+                    "pretrain": {"sampler": "ucl", "beta": 1.0},
+                    "linear": {"protocol": "svm"},
+                }
+            }
+        },
         "metrics": {
-            "metrics/knn.json": {"data": {"top1": 0.9467, "top5": 1.0, "test_size": 450, "k": 200}},
-            "metrics/linear.json": {"data": {"top1": 0.9911, "top5": 1.0, "test_size": 450, "protocol": "fixed"}},
+            "metrics/knn.json": {"data": {"top1": 0.9467, "top5": 1.0, "test_size": 450}},
+            "metrics/linear.json": {"data": {"top1": 0.9911, "top5": 1.0, "test_size": 450}},
         },
     }
     experiments = [
@@ -272,7 +283,12 @@ def stale_workspace_sweep() -> list[dict[str, Any]]:
     ]
 
 
-DIGITS_LOCK = {"stages": {"prepare": {"params": {"params.yaml": {"prepare": {"dataset": "digits", "name": "MUTAG"}}}}}}
+DIGITS_LOCK = {
+    "stages": {
+        "prepare": {"params": {"params.yaml": {"prepare": {"dataset": "digits", "name": "MUTAG"}}}},
+        "linear-eval": {"params": {"params.yaml": {"linear": {"protocol": "fixed"}}}},
+    }
+}
 
 
 @pytest.fixture
@@ -322,10 +338,10 @@ def test_a_name_pattern_that_matches_nothing_says_so_and_lists_the_names(stale_s
 
 def test_the_table_is_printed_on_the_terminal_as_it_is_written(stale_sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
     compare.run("compare", compare.Selection())
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     table = (stale_sweep / "compare.md").read_text()
-    assert out.startswith(table.rstrip("\n") + "\n") and "| owing-cors | MUTAG | svm | hucl" in out
-    assert out.splitlines()[-1] == "hcl compare: 2 experiments -> compare.md, compare.csv"
+    assert captured.out == table.rstrip("\n") + "\n\n" and "| owing-cors | MUTAG | svm | hucl" in captured.out, "the result on stdout"
+    assert captured.err.splitlines()[-1] == "hcl compare: 2 experiments -> compare.md, compare.csv", "the status line on stderr"
 
 
 def test_a_graph_run_that_read_every_label_is_marked_transductive_and_an_inductive_one_inductive(

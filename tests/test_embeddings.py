@@ -6,6 +6,7 @@ user through ``hcl`` as one line with the right exit code, no traceback and no m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -138,9 +139,9 @@ def test_commands_write_top1_top5_and_their_params(
         [command, "--embeddings", "e.safetensors", "--out", "m.json", "--feature", "projection", "--device", "cpu", *options], capsys
     )
     assert code == 0, err
-    metrics = json.loads(Path("m.json").read_text())
-    assert metrics["top1"] == 1.0 and metrics["top5"] == 1.0
-    assert metrics["feature"] == "projection" and metrics[param] == value
+    metrics, recorded = json.loads(Path("m.json").read_text()), json.loads(Path("m.inputs.json").read_text())
+    assert metrics == {"top1": 1.0, "top5": 1.0, "test_size": 12}, "the metrics file holds what was measured, nothing else"
+    assert recorded["params"]["feature"] == "projection" and recorded["params"][param] == value
 
 
 def test_knn_eval_records_the_test_size_through_the_metrics_artifact(
@@ -156,23 +157,49 @@ def test_knn_eval_records_the_test_size_through_the_metrics_artifact(
     assert metrics.feature == "backbone"
 
 
-def test_metrics_round_trip_keeps_params_flat_and_details_apart(tmp_path: Path) -> None:
+def test_metrics_round_trip_keeps_the_measurement_apart_from_its_params_and_inputs(tmp_path: Path) -> None:
     details = {"augmentation": {"recipe": "digits", "blur": False}}
     inputs = {"embeddings": "ab" * 32}
     written = EvaluationMetrics(0.5, 0.75, 8, LinearConfig(epochs=3).params(), details, inputs)
     save_metrics(tmp_path / "linear.json", written, "linear-eval")
     assert load_metrics(tmp_path / "linear.json", "linear-eval") == written
-    stored = json.loads((tmp_path / "linear.json").read_text())
-    assert stored == {"top1": 0.5, "top5": 0.75, "test_size": 8, **LinearConfig(epochs=3).params(), "details": details, "inputs": inputs}, (
-        "accuracies, test size and parameters flat, as dvc metrics and hcl compare read them; the rest under details and inputs"
+    stored = (tmp_path / "linear.json").read_text()
+    assert json.loads(stored) == {"top1": 0.5, "top5": 0.75, "test_size": 8, "details": details}, (
+        "what was measured, flat, as dvc metrics and hcl compare read them; no parameter, no hash"
     )
+    assert json.loads((tmp_path / "linear.inputs.json").read_text()) == {
+        "metrics_sha256": hashlib.sha256(stored.encode()).hexdigest(),
+        "params": LinearConfig(epochs=3).params(),
+        "inputs": inputs,
+    }, "the sidecar DVC does not tabulate: the metrics file it belongs to, the parameters and the inputs"
+
+
+def write_metrics(path: Path, values: dict[str, object], params: dict[str, object]) -> None:
+    """A metrics file and its sidecar as hcl writes them, from ``values`` and ``params`` given by hand."""
+    path.write_text(json.dumps(values))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.with_name(path.stem + ".inputs.json").write_text(json.dumps({"metrics_sha256": digest, "params": params, "inputs": {}}))
 
 
 def test_a_metrics_file_reads_without_the_stage_declarations(tmp_path: Path) -> None:
-    """The file describes itself: a parameter no stage declares is a parameter, a file without details has none."""
+    """The sidecar describes the parameters: one no stage declares is a parameter, a file without details has none."""
     path = tmp_path / "knn.json"
-    path.write_text(json.dumps({"top1": 0.5, "top5": 0.75, "test_size": 8, "k": 3, "retired_option": None}))
+    write_metrics(path, {"top1": 0.5, "top5": 0.75, "test_size": 8}, {"k": 3, "retired_option": None})
     assert load_metrics(path, "knn-eval") == EvaluationMetrics(0.5, 0.75, 8, {"k": 3, "retired_option": None})
+
+
+def test_a_metrics_file_without_its_sidecar_or_with_another_one_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "knn.json"
+    write_metrics(path, {"top1": 0.5, "top5": 0.75, "test_size": 8}, KnnConfig().params())
+    path.write_text(json.dumps({"top1": 0.25, "top5": 0.75, "test_size": 8}))
+    sidecar = re.escape(str(tmp_path / "knn.inputs.json"))
+    with pytest.raises(
+        HclError, match=f"^{sidecar} belongs to another {re.escape(str(path))} \\(its sha256 differs\\): run hcl knn-eval again$"
+    ):
+        load_metrics(path, "knn-eval")
+    (tmp_path / "knn.inputs.json").unlink()
+    with pytest.raises(HclError, match=f"^{sidecar} not found \\(what {re.escape(str(path))} was measured from and with\\)"):
+        load_metrics(path, "knn-eval")
 
 
 @pytest.mark.parametrize(
@@ -185,15 +212,30 @@ def test_a_metrics_file_reads_without_the_stage_declarations(tmp_path: Path) -> 
         ({"test_size": 0}, r"'test_size' must be a positive integer \(got 0\)"),
         ({"test_size": True}, r"'test_size' must be a positive integer \(got True\)"),
         ({"details": [1]}, r"'details' must be an object \(got list\): run hcl knn-eval again"),
+    ],
+)
+def test_a_bad_metrics_file_is_one_line_naming_the_file_and_the_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:
+    values = {"top1": 0.5, "top5": 0.75, "test_size": 8} | changes
+    path = tmp_path / "knn.json"
+    write_metrics(path, {key: value for key, value in values.items() if value is not None}, KnnConfig().params())
+    with pytest.raises(HclError, match=f"^{re.escape(str(path))}: {message}") as raised:
+        load_metrics(path, "knn-eval")
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
         ({"augmentation": {"blur": True}}, r"parameter 'augmentation' must be a string, number, boolean or null \(got \{'blur': True\}\)"),
         ({"k": float("nan")}, r"parameter 'k' must be a string, number, boolean or null \(got nan\): run hcl knn-eval again"),
     ],
 )
-def test_a_bad_metrics_file_is_one_line_naming_the_file_and_the_field(tmp_path: Path, changes: dict[str, object], message: str) -> None:
-    values = {"top1": 0.5, "top5": 0.75, "test_size": 8, **KnnConfig().params()} | changes
+def test_a_bad_parameter_in_the_sidecar_is_one_line_naming_the_sidecar_and_the_field(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
     path = tmp_path / "knn.json"
-    path.write_text(json.dumps({key: value for key, value in values.items() if value is not None}))
-    with pytest.raises(HclError, match=f"^{re.escape(str(path))}: {message}") as raised:
+    write_metrics(path, {"top1": 0.5, "top5": 0.75, "test_size": 8}, KnnConfig().params() | changes)
+    with pytest.raises(HclError, match=f"^{re.escape(str(tmp_path / 'knn.inputs.json'))}: {message}") as raised:
         load_metrics(path, "knn-eval")
     assert "\n" not in str(raised.value)
 

@@ -59,8 +59,8 @@ def test_a_hand_run_on_graphs_trains_and_reads_out_with_the_graph_defaults(
     models, embeddings, knn = tmp_path / "models", tmp_path / "embeddings.safetensors", tmp_path / "knn.json"
     args = ("--data", str(prepared), "--out", str(models), "--live-dir", str(tmp_path / "live"), "--batch-size", "16", "--max-steps", "1")
     assert hcl("pretrain", *args) == 0
-    assert "200 epochs of 3 steps of 16" in capsys.readouterr().out
+    assert "200 epochs of 3 steps of 16" in capsys.readouterr().err
     assert json.loads((models / "encoder.json").read_text())["config"]["epochs"] == 200
     assert hcl("embed", "--data", str(prepared), "--model", str(models / "encoder.safetensors"), "--out", str(embeddings)) == 0
     assert hcl("knn-eval", "--embeddings", str(embeddings), "--out", str(knn)) == 0
-    assert json.loads(knn.read_text())["k"] == 20, "k 200 would be larger than the 30 train graphs"
+    assert json.loads(knn.with_name("knn.inputs.json").read_text())["params"]["k"] == 20, "k 200 would be larger than the 30 train graphs"

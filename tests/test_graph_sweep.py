@@ -89,8 +89,8 @@ def test_a_queued_sweep_over_two_samplers_runs_to_the_end_in_a_fresh_clone(tmp_p
     for name, group in finished.items():
         assert (group["executor"] or {}).get("state") in (None, "success"), run(["dvc", "queue", "logs", name], clone)
         data = group["revs"][0]["data"]
-        linear = data["metrics"]["metrics/linear.json"]["data"]
-        assert (linear["protocol"], linear["test_size"]) == ("svm", 40) and data["metrics"]["metrics/knn.json"]["data"]["k"] == 5
+        linear, params = data["metrics"]["metrics/linear.json"]["data"], data["params"]["params.yaml"]["data"]
+        assert (params["linear"]["protocol"], linear["test_size"], params["knn"]["k"]) == ("svm", 40, 5)
         samplers.add(data["params"]["params.yaml"]["data"]["pretrain"]["sampler"])
     assert samplers == {"ucl", "hucl"}
 
@@ -132,4 +132,7 @@ def test_a_queued_sweep_of_a_mutag_preset_runs_in_a_fresh_clone_from_the_shipped
             "name": "MUTAG",
             "path": "data/raw",
         }
-        assert data["metrics"]["metrics/linear.json"]["data"]["protocol"] == "svm"
+        assert (
+            data["params"]["params.yaml"]["data"]["linear"]["protocol"] == "svm"
+            and "svm" in data["metrics"]["metrics/linear.json"]["data"]["details"]
+        )

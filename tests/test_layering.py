@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hcl_cli"
 ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
 LIGHT = (
     "hcl_cli.cli",
+    "hcl_cli.logs",
     "hcl_cli.config",
     "hcl_cli.config.base",
     "hcl_cli.config.pipeline",

@@ -206,7 +206,7 @@ def test_the_encoder_embeddings_and_metrics_record_what_they_were_made_from(run:
     assert encoder["inputs"] == {"prepared": prepared, "training_log": log_sha256(run / "live")}
     assert embeddings["inputs"] == {"encoder": encoder["sha256"], "prepared": prepared}
     for name in ("knn", "linear"):
-        scored = json.loads((run / "metrics" / f"{name}.json").read_text())["inputs"]
+        scored = json.loads((run / "metrics" / f"{name}.inputs.json").read_text())["inputs"]
         assert scored == {"embeddings": embeddings["sha256"], "encoder": encoder["sha256"]}
 
 
@@ -259,18 +259,18 @@ def test_the_report_refuses_inputs_of_different_runs(run: Path, capsys: pytest.C
     assert code == 2 and error.startswith(
         "hcl report: error: --data prepared is not the prepared dataset that --embeddings g.safetensors was made from"
     )
-    knn = json.loads((run / "metrics" / "knn.json").read_text())
-    (run / "metrics" / "knn.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64}}))
+    knn = json.loads((run / "metrics" / "knn.inputs.json").read_text())
+    (run / "metrics" / "knn.inputs.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64}}))
     args[args.index("g.safetensors")] = "e.safetensors"
     code, error = hcl(args, capsys)
     assert code == 2 and error.startswith(
-        "hcl report: error: --embeddings e.safetensors is not the embeddings that metrics/knn.json was made from"
+        "hcl report: error: --embeddings e.safetensors is not the embeddings that metrics/knn.inputs.json was made from"
     )
-    (run / "metrics" / "knn.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64, "encoder": "4" * 64}}))
+    (run / "metrics" / "knn.inputs.json").write_text(json.dumps(knn | {"inputs": {"embeddings": "3" * 64, "encoder": "4" * 64}}))
     args[args.index("e.safetensors")] = "absent.safetensors"  # without the embeddings, the encoder they record still binds
     code, error = hcl(args, capsys)
     assert code == 2 and error.startswith(
-        "hcl report: error: --model m/encoder.safetensors is not the encoder that metrics/knn.json was made from"
+        "hcl report: error: --model m/encoder.safetensors is not the encoder that metrics/knn.inputs.json was made from"
     )
     assert not (run / "r").exists()
 

@@ -47,9 +47,8 @@ def repro(repo: Path) -> set[str]:
     return set(re.findall(r"Running stage '([\w-]+)'", output))
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("pipeline")
+def tiny_pipeline(path: Path) -> Path:
+    """The pipeline in a fresh git+DVC repository at ``path``, at the tiny settings."""
     copy_pipeline(path)
     shutil.copy(ROOT / "params.yaml", path / "params.yaml")
     run(["git", "init", "-q"], path)
@@ -57,6 +56,11 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(["dvc", "config", "core.analytics", "false"], path)
     set_params(path, TINY)
     return path
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_pipeline(tmp_path_factory.mktemp("pipeline"))
 
 
 def test_full_repro_writes_every_artifact(repo: Path) -> None:

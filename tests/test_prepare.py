@@ -133,6 +133,11 @@ def _assert_no_output(out: Path) -> None:
     )
 
 
+def errors_of(err: str) -> list[str]:
+    """stderr's lines less prepare's status lines (``hcl prepare: reading digits``): its warnings and its error."""
+    return [line for line in err.splitlines() if not line.startswith("hcl prepare: ") or ": error: " in line or ": warning: " in line]
+
+
 def test_digits_counts_split_and_pixel_values(tmp_path: Path) -> None:
     out = _prepare(tmp_path)
     card = load_card(out)
@@ -396,7 +401,7 @@ def test_bad_input_gives_one_line_and_no_output(
     monkeypatch.chdir(tmp_path)
     args = make_case(tmp_path / "source")
     code = _run_cli(["prepare", *args, "--out", "data/prepared"])
-    errors = [line for line in capsys.readouterr().err.splitlines() if "warning" not in line]
+    errors = [line for line in errors_of(capsys.readouterr().err) if "warning" not in line]
     assert code == exit_code
     assert len(errors) == 1 and errors[0].startswith("hcl prepare: error:") and message in errors[0]
     _assert_no_output(tmp_path / "data" / "prepared")
@@ -411,7 +416,7 @@ def test_offline_without_files_names_what_to_put_where(
     monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", offline)
     monkeypatch.chdir(tmp_path)
     code = _run_cli(["prepare", "--dataset", "cifar10", "--path", "raw", "--out", "prepared"])
-    errors = capsys.readouterr().err.splitlines()
+    errors = errors_of(capsys.readouterr().err)
     assert code == 2 and len(errors) == 1
     assert "cifar10 not found in raw: put cifar-10-python.tar.gz (or its extracted cifar-10-batches-py/) there" in errors[0]
     _assert_no_output(tmp_path / "prepared")
@@ -422,7 +427,7 @@ def test_corrupt_cifar_files_fail_the_checksum(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "raw" / "cifar-10-batches-py" / "test_batch").write_bytes(b"truncated")
     monkeypatch.chdir(tmp_path)
     code = _run_cli(["prepare", "--dataset", "cifar10", "--path", "raw", "--out", "prepared"])
-    errors = capsys.readouterr().err.splitlines()
+    errors = errors_of(capsys.readouterr().err)
     assert code == 2 and len(errors) == 1 and "failed torchvision's checks" in errors[0]
     _assert_no_output(tmp_path / "prepared")
 
@@ -442,7 +447,7 @@ def test_a_card_json_does_not_make_a_users_folder_replaceable(tmp_path: Path, ca
     (out / "card.json").write_text('{"mine": true}')
     (out / "thesis.tex").write_text("precious")
     code = _run_cli(["prepare", "--out", str(out)])
-    errors = capsys.readouterr().err.splitlines()
+    errors = errors_of(capsys.readouterr().err)
     assert code == 2 and len(errors) == 1
     assert errors[0] == (
         f"hcl prepare: error: --out {out} exists and is a folder holding files hcl did not write (card.json, thesis.tex); "
@@ -456,7 +461,7 @@ def test_a_file_added_to_a_prepared_folder_is_never_deleted(tmp_path: Path, caps
     out = _prepare(tmp_path)
     (out / "notes.txt").write_text("mine")
     code = _run_cli(["prepare", "--seed", "2", "--out", str(out)])
-    error = capsys.readouterr().err.strip()
+    error = "\n".join(errors_of(capsys.readouterr().err))
     assert code == 2 and error == (
         f"hcl prepare: error: --out {out} exists and is a folder holding files hcl did not write (notes.txt); "
         "hcl writes only over its own prepared dataset: move it away, or choose another --out"
@@ -467,7 +472,7 @@ def test_a_file_added_to_a_prepared_folder_is_never_deleted(tmp_path: Path, caps
 def test_out_inside_a_prepared_folder_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = _prepare(tmp_path)
     code = _run_cli(["prepare", "--out", str(out / "nested")])
-    error = capsys.readouterr().err.strip()
+    error = "\n".join(errors_of(capsys.readouterr().err))
     assert code == 2 and error.startswith(f"hcl prepare: error: --out {out / 'nested'} lies inside {out}, a folder hcl writes whole")
     assert not (out / "nested").exists()
 
@@ -502,7 +507,7 @@ def test_out_must_be_a_real_folder(
     out = make_out(tmp_path)
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     code = _run_cli(["prepare", "--out", str(out)])
-    errors = capsys.readouterr().err.splitlines()
+    errors = errors_of(capsys.readouterr().err)
     assert code == 2 and len(errors) == 1 and message in errors[0] and str(out) in errors[0]
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert Path("/dev/null").is_char_device()

@@ -114,7 +114,7 @@ def test_hcl_pretrain_with_a_queue_of_512_trains_hucl_on_digits(digits: Path, tm
         [sys.executable, "-m", "hcl_cli", *command, *paths], capture_output=True, text=True, check=False, env=environment
     )
     assert result.returncode == 0, result.stderr
-    assert "hcl pretrain: hucl over a queue of 512 keys (momentum 0.99) on cpu" in result.stdout
+    assert "hcl pretrain: hucl over a queue of 512 keys (momentum 0.99) on cpu" in result.stderr
     embeddings = tmp_path / "embeddings.safetensors"
     embed.run(EmbedConfig(data=str(digits), model=str(out / "encoder.safetensors"), out=str(embeddings), device="cpu"))
     assert embeddings.is_file()
@@ -269,7 +269,7 @@ def test_restart_on_change_trains_afresh_like_a_run_without_resume(
     pretrain.run(tiny_config(digits, tmp_path / "rerun"))
     pretrain.run(tiny_config(digits, tmp_path / "rerun", sampler="ucl", resume=True, restart_on_change=True))
 
-    assert "other settings (sampler 'hucl' -> 'ucl'): starting over" in capsys.readouterr().out
+    assert "other settings (sampler 'hucl' -> 'ucl'): starting over" in capsys.readouterr().err
     fresh, _ = load_artifact(tmp_path / "fresh" / "models" / "encoder.safetensors", "encoder", {})
     rerun, _ = load_artifact(tmp_path / "rerun" / "models" / "encoder.safetensors", "encoder", {})
     assert all(torch.equal(rerun[name], tensor) for name, tensor in fresh.items())
@@ -283,7 +283,7 @@ def test_restart_on_change_retrains_a_finished_run_and_logs_every_epoch(
     first, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
     pretrain.run(tiny_config(digits, tmp_path, epochs=2, resume=True, restart_on_change=True))
 
-    assert "is a finished run of 2 epochs: starting over" in capsys.readouterr().out
+    assert "is a finished run of 2 epochs: starting over" in capsys.readouterr().err
     again, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
     assert all(torch.equal(again[name], tensor) for name, tensor in first.items())
     assert len(logged(tmp_path, "loss")) == 2
@@ -296,7 +296,7 @@ def test_resume_of_a_finished_run_by_hand_rewrites_the_same_encoder(
     first, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
     pretrain.run(tiny_config(digits, tmp_path, epochs=2, resume=True))
 
-    assert "resuming from" in capsys.readouterr().out
+    assert "resuming from" in capsys.readouterr().err
     again, _ = load_artifact(tmp_path / "models" / "encoder.safetensors", "encoder", {})
     assert all(torch.equal(again[name], tensor) for name, tensor in first.items())
 
@@ -316,7 +316,7 @@ def test_max_steps_stops_mid_epoch_with_a_checkpoint_and_the_encoder_and_resumes
     """89 images, batches of 16: 5 steps per epoch. --max-steps 7 stops in epoch 2 after its second step."""
     pretrain.run(tiny_config(digits, tmp_path / "full", epochs=2))
     pretrain.run(tiny_config(digits, tmp_path / "cut", epochs=2, max_steps=7))
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "2 epochs of 5 steps of 16, stopping at --max-steps 7: 7 steps" in out
     assert (tmp_path / "cut" / "models" / "encoder.safetensors").is_file()
     assert CheckpointStore(tmp_path / "cut" / "models" / "checkpoints").latest().name == "epoch-0001-step-000002.safetensors"
@@ -332,8 +332,8 @@ def test_max_steps_stops_mid_epoch_with_a_checkpoint_and_the_encoder_and_resumes
 def test_the_startup_line_and_the_eta_say_what_runs(digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pretrain.run(tiny_config(digits, tmp_path, epochs=3))
     captured = capsys.readouterr()
-    assert "hcl pretrain: hucl on cpu, small_cnn, digits (89 images of 1x8x8), 3 epochs of 5 steps of 16: 15 steps" in captured.out
-    assert re.search(r"hcl pretrain: \S+ s per step: about \d+ s to go", captured.out)
+    assert "hcl pretrain: hucl on cpu, small_cnn, digits (89 images of 1x8x8), 3 epochs of 5 steps of 16: 15 steps" in captured.err
+    assert re.search(r"hcl pretrain: \S+ s per step: about \d+ s to go", captured.err)
 
 
 def test_an_emptied_metrics_file_does_not_stop_a_resume(digits: Path, tmp_path: Path) -> None:
@@ -356,7 +356,7 @@ def test_a_run_stopped_by_max_steps_says_so_and_its_sidecar_records_how_far_it_w
     digits: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pretrain.run(tiny_config(digits, tmp_path, epochs=2, max_steps=7))
-    assert "(small_cnn, hucl, stopped at step 7 of 10 (--max-steps), 7 steps)" in capsys.readouterr().out
+    assert "(small_cnn, hucl, stopped at step 7 of 10 (--max-steps), 7 steps)" in capsys.readouterr().err
     _, sidecar = load_encoder(tmp_path / "models" / "encoder.safetensors")
     assert (sidecar.run["steps"], sidecar.run["planned_steps"]) == (7, 10)
     assert describe_extent(sidecar.run, sidecar.epoch) == "stopped at step 7 of 10 (--max-steps)"
@@ -384,7 +384,7 @@ def test_the_eta_comes_after_the_first_step_and_follows_the_median_of_recent_ste
     for done in range(1, 41):
         now[0] += 100.0 if done == 1 else (1.0 if done <= 20 else 2.0)
         estimates.append(clock.step_done(done, 1.0))
-    printed = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr().err.splitlines()
     assert estimates[0] == loop.format_duration(100.0 * 999)
     assert printed[0].startswith("hcl pretrain: 100 s per step: about 27.8 h to go at the first step's pace")
     assert printed[1].startswith("hcl pretrain: hint: over a day on a CPU; for a quick run try --arch small_cnn")

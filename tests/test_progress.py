@@ -43,5 +43,5 @@ def test_the_svm_protocol_shows_its_folds(every_item: None, capsys: pytest.Captu
 
 def test_prepare_says_what_it_reads_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prepare.run(PrepareConfig(test_fraction=0.5, out=str(tmp_path / "prepared")))
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     assert lines[:2] == ["hcl prepare: reading digits", f"hcl prepare: writing {tmp_path / 'prepared'}"]

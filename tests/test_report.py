@@ -146,7 +146,8 @@ def test_metric_table_equals_the_metrics_files(full_report: Path, run_folder: Pa
     assert [row[0] for row in rows] == ["kNN", "Linear readout"]
     for (_, _, feature, test_size, top1, _, _, top5, _, _), name in zip(rows, ("knn", "linear")):
         recorded = json.loads((run_folder / "metrics" / f"{name}.json").read_text())
-        assert feature == recorded["feature"] and int(test_size) == recorded["test_size"] == DIGITS_TEST_SIZE
+        params = json.loads((run_folder / "metrics" / f"{name}.inputs.json").read_text())["params"]
+        assert feature == params["feature"] and int(test_size) == recorded["test_size"] == DIGITS_TEST_SIZE
         assert float(top1) == round(recorded["top1"], 4) and top1 == f"{recorded['top1']:.4f}"
         assert float(top5) == round(recorded["top5"], 4) and top5 == f"{recorded['top5']:.4f}"
 
@@ -306,7 +307,7 @@ def test_a_metrics_setting_the_report_reads_is_checked_in_one_line(
         EvaluationMetrics(0.5, 0.9, 10, {key: value for key, value in declared.items() if value is not None}),
         f"{name}-eval",
     )
-    with pytest.raises(HclError, match=f"^{re.escape(str(tmp_path / f'{name}.json'))}: {message}") as raised:
+    with pytest.raises(HclError, match=f"^{re.escape(str(tmp_path / f'{name}.inputs.json'))}: {message}") as raised:
         read_metric_files(tmp_path)
     assert "\n" not in str(raised.value)
 

@@ -116,7 +116,7 @@ def test_sigkill_in_the_middle_of_an_epoch_then_resume_is_bitwise_equal(
 
     pretrain.run(config_for(digits, tmp_path, resume=True))
 
-    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out), (
+    assert re.search(r"resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().err), (
         "the resumed checkpoint is not in the middle of epoch 2"
     )
     assert_bitwise_equal(encoder_tensors(tmp_path), uninterrupted)
@@ -152,7 +152,7 @@ def test_sigkill_with_a_momentum_queue_then_resume_is_bitwise_equal(
     queue = {"queue_size": 64, "momentum": 0.9, "queue_mode": mode}
     reference, killed = killed_and_resumed(digits, tmp_path, **queue)
 
-    assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().out)
+    assert re.search(r"over a queue of 64 keys .*resuming from \S+ \(epoch 2, step \d+\)", capsys.readouterr().err)
     assert_bitwise_equal(encoder_tensors(killed), encoder_tensors(reference))
     checkpoint = final_checkpoint(reference)
     assert {"model.queue.keys", "model.queue.count"} <= checkpoint.keys() and checkpoint[
@@ -312,8 +312,8 @@ def test_pretrain_killed_anywhere_twenty_times_resumes_to_the_uninterrupted_run_
     kills, kills_in_writes = 0, 0
     while kills < KILLS:
         process = start_pretrain(config, tmp_path)
-        assert process.stdout is not None
-        started = process.stdout.readline()
+        assert process.stderr is not None
+        started = process.stderr.readline()  # the status lines are on stderr (hcl_cli/logs.py)
         assert started.startswith("hcl pretrain: hucl on cpu"), f"pretrain did not start: {started}{process.communicate()[1]}"
         if kills % 2:
             deadline = time.monotonic() + 30

@@ -101,10 +101,10 @@ def test_prepare_fetches_enzymes_from_the_collections_site_into_data_raw(tmp_pat
     with serve(served) as mirror:
         result = hcl_prepare("ENZYMES", raw, out, mirror)
         assert result.returncode == 0, result.stderr
-        assert f"downloading {mirror}/ENZYMES.zip" in result.stdout
+        assert f"downloading {mirror}/ENZYMES.zip" in result.stderr
         assert (raw / "tu" / "ENZYMES.zip").read_bytes() == enzymes_zip
         assert not (raw / "tu" / "ENZYMES.zip.part").exists()
-        assert "ENZYMES, train 141, test 47 graphs" in result.stdout
+        assert "ENZYMES, train 141, test 47 graphs" in result.stderr
         again = hcl_prepare("ENZYMES", raw, out, mirror)  # cached: read from data/raw, the server not asked again
         assert again.returncode == 0, again.stderr
         assert served.requests == 1
@@ -116,7 +116,8 @@ def test_a_cut_download_is_resumed_with_a_range_request(tmp_path: Path, enzymes_
     served = Served({"ENZYMES.zip": enzymes_zip}, cut_after=len(enzymes_zip) // 3)
     with serve(served) as mirror:
         cut = hcl_prepare("ENZYMES", raw, out, mirror)
-        assert cut.returncode == 1 and "rerun to resume" in cut.stderr and len(cut.stderr.strip().splitlines()) == 1, cut.stderr
+        errors = [line for line in cut.stderr.splitlines() if ": error: " in line]
+        assert cut.returncode == 1 and errors == cut.stderr.strip().splitlines()[-1:] and "rerun to resume" in errors[0], cut.stderr
         assert (raw / "tu" / "ENZYMES.zip.part").stat().st_size == len(enzymes_zip) // 3
         resumed = hcl_prepare("ENZYMES", raw, out, mirror)
         assert resumed.returncode == 0, resumed.stderr
@@ -143,7 +144,8 @@ def test_offline_one_line_names_the_address_and_where_to_put_the_file(tmp_path: 
         pass  # the server is shut down: its port now refuses connections
     result = hcl_prepare("ENZYMES", raw, out, mirror)
     assert result.returncode == 2, result.stderr
-    (line,) = result.stderr.strip().splitlines()
+    line = result.stderr.strip().splitlines()[-1]  # after prepare's status lines
+    assert [line] == [text for text in result.stderr.splitlines() if ": error: " in text], result.stderr
     assert f"cannot download {mirror}/ENZYMES.zip" in line
     assert f"put ENZYMES.zip (from that address) at {raw / 'tu' / 'ENZYMES.zip'}" in line
     assert "Traceback" not in result.stderr and not out.exists()

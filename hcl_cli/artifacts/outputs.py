@@ -28,6 +28,7 @@ from typing import Any
 from hcl_cli.artifacts.record import foreign_to_record, read_record, write_recorded
 from hcl_cli.artifacts.tensors import KIND_METADATA, sidecar_path
 from hcl_cli.errors import UsageError, shown
+from hcl_cli.logs import LOG
 
 HEADER_LIMIT = 100 << 20
 """The largest safetensors header read to find its kind (the format's own limit is 100 MB)."""
@@ -126,6 +127,7 @@ def write_output(path: str | os.PathLike[str], content: str | bytes, output: Out
     if output.record_in is None:
         raise TypeError(f"{output.what} is not known by a record")
     write_recorded(path, content, output.what, output.record_in(Path(path)), option, output.foreign)
+    LOG.debug(f"hcl: debug: wrote {shown(path)} ({output.what}, {len(content)} {'characters' if isinstance(content, str) else 'bytes'})")
 
 
 def folder_output(what: str, foreign_entries: Callable[[Path], list[str]]) -> Output:

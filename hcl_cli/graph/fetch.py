@@ -25,6 +25,7 @@ from pathlib import Path
 
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.tu import check_name, folder_archive, folder_files
+from hcl_cli.logs import LOG
 from hcl_cli.progress import progress
 
 TU_SITE = "https://www.chrsmrrs.com/graphkerneldatasets"
@@ -62,7 +63,7 @@ def fetch(name: str, target: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HclError(f"cannot write {shown(target.parent)}: {exc.strerror or exc}") from exc
-    print(f"hcl prepare: {name} is not in {shown(target.parent.parent)}: downloading {url} to {shown(target)}", flush=True)
+    LOG.info(f"hcl prepare: {name} is not in {shown(target.parent.parent)}: downloading {url} to {shown(target)}")
     total = _download(url, partial, name, target)
     size = partial.stat().st_size
     if total is not None and size != total:
@@ -70,7 +71,7 @@ def fetch(name: str, target: Path) -> Path:
     _check_zip(partial, name, url)
     os.replace(partial, target)
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
-    print(f"hcl prepare: fetched {shown(target)} ({size} bytes, sha256 {digest})", flush=True)
+    LOG.info(f"hcl prepare: fetched {shown(target)} ({size} bytes, sha256 {digest})")
     return target
 
 
@@ -85,7 +86,7 @@ def _download(url: str, partial: Path, name: str, target: Path) -> int | None:
             length = response.headers.get("Content-Length")
             total = (have if resumed else 0) + int(length) if length and length.isdigit() else None
             if have and resumed:
-                print(f"hcl prepare: resuming {shown(partial)} at {have} bytes", flush=True)
+                LOG.info(f"hcl prepare: resuming {shown(partial)} at {have} bytes")
             blocks = iter(lambda: response.read(BLOCK), b"")
             count = -(-(total - (have if resumed else 0)) // BLOCK) if total is not None else 0
             with open(partial, "ab" if resumed else "wb") as out:

@@ -45,6 +45,7 @@ from hcl_cli.graph.data import load_prepared_graphs
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND, GinModel, GraphEncoderSidecar, load_graph_encoder, save_graph_encoder
 from hcl_cli.graph.gin import global_add_pool
 from hcl_cli.graph.prepared import SPLITS, load_split_indices
+from hcl_cli.logs import bars_disabled
 
 MIN_BATCH_GRAPHS = 2
 """The fewest graphs a training batch holds: each node's negatives are the other graphs of its batch."""
@@ -143,7 +144,7 @@ class GraphModality:
         else:
             starts = range(0, len(samples), batch_size)
             parts = (samples[torch.arange(start, min(start + batch_size, len(samples)))] for start in starts)
-            parts = tqdm(parts, total=len(starts), desc=description, unit="batch", disable=None, leave=False)
+            parts = tqdm(parts, total=len(starts), desc=description, unit="batch", disable=bars_disabled(), leave=False)
         backbone, projection = [], []
         for batch in parts:
             graphs, heads = model.embed(batch.x, batch.edges, batch.batch, batch.num_graphs)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import socket
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from hcl_cli.artifacts import first_line
 from hcl_cli.errors import HclError, InputError, UsageError
 from hcl_cli.image.archive import IMAGE_SPLITS, read_image_archive
 from hcl_cli.image.depth import as_rgb
+from hcl_cli.logs import LOG
 from hcl_cli.progress import progress
 from hcl_cli.runtime import GIB, SKIP_VARIABLE, available_bytes, memory_check_skipped
 from hcl_cli.splits import check_split_sizes
@@ -324,12 +324,10 @@ def _as_tensors(images: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, t
 
 def _warn_skipped(unreadable: list[str]) -> None:
     for reason in unreadable[:MAX_SKIP_WARNINGS]:
-        print(f"hcl prepare: warning: skipped {reason}", file=sys.stderr)
+        LOG.warning(f"hcl prepare: warning: skipped {reason}")
     if unreadable:
         more = f" ({len(unreadable) - MAX_SKIP_WARNINGS} not listed)" if len(unreadable) > MAX_SKIP_WARNINGS else ""
-        print(
-            f"hcl prepare: warning: skipped {len(unreadable)} unreadable file(s){more}; card.json counts them as 'skipped'", file=sys.stderr
-        )
+        LOG.warning(f"hcl prepare: warning: skipped {len(unreadable)} unreadable file(s){more}; card.json counts them as 'skipped'")
 
 
 def _size_text(image: np.ndarray) -> str:

@@ -21,6 +21,7 @@ from hcl_cli.artifacts.encoders import RecordedEncoder, check_state_dict, load_r
 from hcl_cli.errors import InputError
 from hcl_cli.image.card import wrong_channel_statistics
 from hcl_cli.image.networks import BUILT_ARCHS, HEAD_HIDDEN_DIM, ContrastiveModel, build_model, unwrap
+from hcl_cli.logs import bars_disabled
 
 ENCODER_KIND = "encoder"
 SIZE_FIELDS = ("in_channels", "image_size", "projection_dim")
@@ -116,7 +117,7 @@ def encode(
     was_training = model.training
     model.eval()
     features, projections = [], []
-    for start in tqdm(range(0, len(images), batch_size), desc=description, unit="batch", disable=None, leave=False):
+    for start in tqdm(range(0, len(images), batch_size), desc=description, unit="batch", disable=bars_disabled(), leave=False):
         batch = transform(images[start : start + batch_size].to(device, non_blocking=True))
         batch_features, _, batch_projections = model(batch)
         features.append(batch_features.float().cpu())

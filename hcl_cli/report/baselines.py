@@ -18,6 +18,7 @@ from hcl_cli.config.base import FEATURES
 from hcl_cli.config.linear import parse_c_grid
 from hcl_cli.graph.svm import heldout_details, heldout_svm, svm_details, svm_protocol
 from hcl_cli.knn import knn_predict
+from hcl_cli.logs import bars_disabled
 from hcl_cli.metrics import EvaluationMetrics, topk_accuracy
 from hcl_cli.report.inputs import KNN_SETTINGS, Prepared, TrainedEncoder
 from hcl_cli.runtime import resolve_device
@@ -47,7 +48,7 @@ def knn_baselines(knn: EvaluationMetrics, prepared: Prepared, encoder: TrainedEn
         )
     )
     baselines = {}
-    for name, feature, features in tqdm(steps, desc="report baselines", unit="baseline", disable=None):
+    for name, feature, features in tqdm(steps, desc="report baselines", unit="baseline", disable=bars_disabled()):
         bank, queries = features()
         scores = knn_predict(
             bank,

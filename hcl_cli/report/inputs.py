@@ -3,7 +3,7 @@
 Only the metrics folder is required; the prepared dataset and the encoder are read when they
 exist. Each check fails in one line naming the file, and inputs of different runs (graph embeddings
 beside a digits run, another encoder's metrics) are refused by the sha256 each artifact records of
-what it was made from (:func:`check_one_run`). The metrics files describe themselves
+what it was made from (:func:`check_one_run`). Each metrics file's sidecar records its parameters and inputs
 (:mod:`hcl_cli.metrics`), and :func:`~hcl_cli.metrics.evaluation_metrics` checks them and the parameters
 the report computes or writes with, the one validator ``hcl compare`` uses too.
 """
@@ -20,7 +20,7 @@ from hcl_cli.artifacts import check_made_from, log_sha256, prepared_sha256, read
 from hcl_cli.config.pretrain import RECORDED_BEFORE, PretrainConfig
 from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.graph.encoder import GRAPH_ENCODER_KIND
-from hcl_cli.metrics import EvaluationMetrics, evaluation_metrics
+from hcl_cli.metrics import EvaluationMetrics, evaluation_metrics, inputs_path, load_metrics
 from hcl_cli.modality import Modality, Samples, modality_named, modality_of
 from hcl_cli.runtime import resolve_device
 
@@ -70,11 +70,7 @@ def read_metric_files(folder: Path) -> dict[str, EvaluationMetrics]:
     if not folder.is_dir():
         raise InputError(f"metrics folder {folder} not found: run hcl knn-eval and hcl linear-eval first")
     paths = {name: folder / f"{name}.json" for name in METRIC_FILES}
-    metrics = {
-        name: evaluation_metrics(read_json(path, what=f"hcl {METRIC_FILES[name][1]} metrics"), str(path), METRIC_FILES[name][1])
-        for name, path in paths.items()
-        if path.is_file()
-    }
+    metrics = {name: load_metrics(path, METRIC_FILES[name][1], evaluation_metrics) for name, path in paths.items() if path.is_file()}
     if not metrics:
         raise InputError(f"metrics folder {folder} holds neither knn.json nor linear.json: run hcl knn-eval and hcl linear-eval first")
     return metrics
@@ -157,12 +153,12 @@ def check_one_run(
                 "they come from different runs; run the stages again, or give the inputs of one run"
             )
     for name, values in metrics.items():
-        source = shown(metrics_folder / f"{name}.json")
+        source = shown(inputs_path(metrics_folder / f"{name}.json"))
         check_made_from(source, values.inputs, "embeddings", given, embedded.get("sha256") if embedded is not None else None)
         check_made_from(source, values.inputs, "encoder", model, encoder.sidecar.sha256 if encoder is not None else None)
         check_made_from(source, values.inputs, "prepared", data, prepared_digests)
     if "knn" in metrics and "linear" in metrics:
-        knn, linear = shown(metrics_folder / "knn.json"), shown(metrics_folder / "linear.json")
+        knn, linear = (shown(inputs_path(metrics_folder / f"{name}.json")) for name in ("knn", "linear"))
         check_made_from(
             linear, metrics["linear"].inputs, "embeddings", f"the embeddings {knn} scored", metrics["knn"].inputs.get("embeddings")
         )

@@ -4,7 +4,7 @@ A stage's group lists only what the run read (:meth:`~hcl_cli.config.base.StageC
 derived from the declarations): the options of the data's modality (:attr:`~hcl_cli.option.Option.modality`),
 the loss and sampler options of the run's sampler (:func:`~hcl_cli.objectives.registry.users_of`),
 and the options that the linear readout's protocol or the prepared dataset reads
-(:attr:`~hcl_cli.option.Option.read_when`). The encoder's sidecar and the metrics files keep them all.
+(:attr:`~hcl_cli.option.Option.read_when`). The encoder's sidecar and the metrics files' sidecars keep them all.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hcl_cli.report.inputs import Recorded
 
 NOTE = (
     "Only the parameters the run read are listed: those of its data's modality, its sampler, its dataset and its "
-    "linear protocol (the encoder's sidecar and the metrics files record them all)."
+    "linear protocol (the encoder's sidecar and the metrics files' sidecars record them all)."
 )
 
 

@@ -19,7 +19,9 @@ The JSON shape (dvc 3.x): a list of baseline entries ``{"rev", "name", "data", "
 "experiments"}``, the first being ``"workspace"``; each entry's ``experiments`` is a list of
 groups ``{"name", "executor": None | {"state": "success" | "queued" | "running" | "failed", ...},
 "revs": [experiment entry, newest first]}``; an entry's ``data`` holds
-``params["params.yaml"]["data"]`` and ``metrics["metrics/knn.json"]["data"]`` (or ``["error"]``).
+``params["params.yaml"]["data"]`` and ``metrics["metrics/knn.json"]["data"]`` (or ``["error"]``). A metrics file holds
+what was measured; the parameters it was measured with (the linear readout's protocol, for one) are its stage's group of
+params.yaml as the entry records it (the workspace: as ``dvc.lock`` does).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from hcl_cli.artifacts import check_replaceable, is_finite_number, is_integer, r
 from hcl_cli.config.base import load_yaml12
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.errors import HclError, UsageError, shown
-from hcl_cli.metrics import evaluation_metrics
+from hcl_cli.logs import LOG
+from hcl_cli.metrics import PARAMS, evaluation_metrics
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.report.sweep import EVALUATIONS, WORKSPACE, Accuracy, ExperimentRow, csv_table, markdown_table
 
@@ -145,7 +148,7 @@ def run(out: str, selection: Selection) -> None:
     write_output(f"{out}.md", table, TABLE_OUTPUT)
     write_output(f"{out}.csv", csv_table(rows), TABLE_OUTPUT)
     print(table.rstrip("\n") + "\n")  # on the terminal too, as it was written
-    print(f"hcl compare: {len(rows)} experiments -> {shown(out)}.md, {shown(out)}.csv")
+    LOG.info(f"hcl compare: {len(rows)} experiments -> {shown(out)}.md, {shown(out)}.csv")
 
 
 def dvc_exp_show() -> list[dict[str, Any]]:
@@ -238,10 +241,9 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
         metrics = data.get("metrics", {}).get(path, {}).get("data")
         if not isinstance(metrics, dict) or "top1" not in metrics:
             return f"no top1 in {path}"
-        try:
-            checked = evaluation_metrics(
-                metrics, path, f"{key}-eval", complete=False
-            )  # the report's check: what it refuses is not tabulated
+        group = params.get(key) if isinstance(params.get(key), dict) else {}
+        try:  # the report's check, with the parameters params.yaml held: what it refuses is not tabulated
+            checked = evaluation_metrics(metrics, path, f"{key}-eval", {PARAMS: group}, complete=False)
         except HclError as error:
             return str(error)
         protocols[key] = str(checked.params.get("protocol", "-"))

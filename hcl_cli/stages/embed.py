@@ -18,6 +18,7 @@ from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.embed import EmbedConfig
 from hcl_cli.embeddings import EMBEDDINGS_OUTPUT, SPLITS, save_embeddings
 from hcl_cli.errors import HclError, shown
+from hcl_cli.logs import LOG
 from hcl_cli.modality import modality_of
 from hcl_cli.runtime import resolve_device, set_cpu_threads
 
@@ -51,6 +52,6 @@ def run(config: EmbedConfig) -> None:
     meta = {"dataset": card.name, "modality": modality.name, "classes": card.classes, "encoder": encoder, "inputs": inputs}
     save_embeddings(config.out, tensors, meta)
     dims = f"backbone {model.feature_dim}, projection {model.projection_dim}"
-    print(
+    LOG.info(
         f"hcl embed: wrote {shown(config.out)}: train {len(tensors['train_labels'])}, test {len(tensors['test_labels'])} {modality.sample_noun}s ({dims})"
     )

@@ -33,6 +33,7 @@ from hcl_cli.errors import InputError, UsageError, shown
 from hcl_cli.image.encoder import ENCODER_KIND, load_encoder
 from hcl_cli.image.transfer import check_onnx_packages, exported_bytes, input_record
 from hcl_cli.interrupts import uninterrupted
+from hcl_cli.logs import LOG
 
 EXPORT = recorded_output("encoder export")
 EXPORT_SIDECAR = recorded_output("encoder export record")
@@ -70,4 +71,6 @@ def run(config: ExportConfig) -> None:
     with uninterrupted():
         write_output(out, content, EXPORT)
         write_output(record, json.dumps(values, indent=2) + "\n", EXPORT_SIDECAR)
-    print(f"hcl export: wrote {shown(out)} ({sidecar.arch} backbone, {config.format}, {sidecar.feature_dim} features) and {shown(record)}")
+    LOG.info(
+        f"hcl export: wrote {shown(out)} ({sidecar.arch} backbone, {config.format}, {sidecar.feature_dim} features) and {shown(record)}"
+    )

@@ -8,12 +8,11 @@ records the augmentation in the metrics artifact (:mod:`hcl_cli.metrics`).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_made_from, check_outputs_apart, check_replaceable, prepared_sha256
+from hcl_cli.artifacts import check_made_from, check_outputs_apart, prepared_sha256
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.linear import LinearConfig, parse_c_grid
 from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, label_protocol_of
@@ -26,17 +25,18 @@ from hcl_cli.image.card import load_card
 from hcl_cli.image.encoder import check_fits_dataset, load_encoder
 from hcl_cli.image.prepared import load_split
 from hcl_cli.linear import augmented_readout, linear_readout
-from hcl_cli.metrics import METRICS_OUTPUTS, EvaluationMetrics, save_metrics, topk_accuracy
+from hcl_cli.logs import LOG
+from hcl_cli.metrics import EvaluationMetrics, check_metrics_replaceable, save_metrics, topk_accuracy
 from hcl_cli.runtime import resolve_device, set_cpu_threads
 
 
 def run(config: LinearConfig) -> None:
     """Fit the readout on the train split, score the test split and write ``config.out``."""
     for warning in config.unread_changes():
-        print(f"hcl linear-eval: warning: {warning}", file=sys.stderr)
+        LOG.warning(f"hcl linear-eval: warning: {warning}")
     inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
     check_outputs_apart(inputs, {"--out": config.out})
-    check_replaceable("--out", config.out, METRICS_OUTPUTS["linear-eval"])
+    check_metrics_replaceable(config.out, "linear-eval")
     if config.protocol == "svm":
         svm_metrics(config)
         return
@@ -45,7 +45,7 @@ def run(config: LinearConfig) -> None:
     scores, test_labels, details, inputs = paper_scores(config, device) if config.protocol == "paper" else fixed_scores(config, device)
     accuracy = topk_accuracy(scores, test_labels)
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(test_labels), config, inputs, details), "linear-eval")
-    print(
+    LOG.info(
         f"hcl linear-eval: wrote {shown(config.out)}: top-1 {accuracy[1]:.4f}, top-5 {accuracy[5]:.4f} "
         f"({config.feature} features, {config.protocol} protocol, {config.optimizer})"
     )
@@ -80,7 +80,7 @@ def svm_metrics(config: LinearConfig) -> None:
     details = {"svm": svm_details(result) | {"label_protocol": protocol}}
     accuracy = {1: result.mean, 5: result.top5}
     save_metrics(config.out, EvaluationMetrics.measured(accuracy, len(labels), config, data.scored, details), "linear-eval")
-    print(
+    LOG.info(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {result.mean:.4f} +- {result.std:.4f} over "
         f"{len(result.repeat_means)} x {result.folds} folds of {len(labels)} samples ({config.feature} features"
         f"{'; ' + TRANSDUCTIVE_LABELS if protocol else ''})"
@@ -107,7 +107,7 @@ def inductive_svm_metrics(config: LinearConfig, data: EvalSet) -> None:
     save_metrics(
         config.out, EvaluationMetrics.measured({1: fold.accuracy, 5: fold.top5}, test_size, config, data.scored, details), "linear-eval"
     )
-    print(
+    LOG.info(
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {fold.accuracy:.4f} on the {test_size} test graphs, fitted on the "
         f"{len(data.train_y)} train graphs (inductive: the encoder read the train labels only; {config.feature} features)"
     )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from hcl_cli.image.card import CARD_FILE, SPLITS, DatasetCard, save_card
 from hcl_cli.image.data import SourceDataset, load_source
 from hcl_cli.image.prepared import SPLIT_KIND
 from hcl_cli.interrupts import uninterrupted
+from hcl_cli.logs import LOG
 
 STATISTICS_VALUES = 2**24
 """Pixel values converted to float64 at a time for the channel statistics: 128 MiB a block, whatever the image size
@@ -50,7 +50,7 @@ STATISTICS_VALUES = 2**24
 def run(config: PrepareConfig) -> None:
     """Decode ``config.dataset`` and write the prepared folder ``config.out``."""
     for warning in config.unread_changes():
-        print(f"hcl prepare: warning: {warning}", file=sys.stderr)
+        LOG.warning(f"hcl prepare: warning: {warning}")
     out = Path(config.out)
     check_outputs_apart({"--path": config.path} if config.dataset != "digits" else {}, {"--out": out})
     _check_replaceable(out)
@@ -69,7 +69,7 @@ def run(config: PrepareConfig) -> None:
         save_card(staging, card)
     counts = ", ".join(f"{split} {count}" for split, count in card.counts.items())
     shape = "x".join(str(size) for size in card.image_shape)
-    print(f"hcl prepare: wrote {shown(out)}: {card.name}, {counts} images of {shape}, {card.num_classes} classes")
+    LOG.info(f"hcl prepare: wrote {shown(out)}: {card.name}, {counts} images of {shape}, {card.num_classes} classes")
 
 
 def prepare_graphs(config: PrepareConfig, out: Path) -> None:
@@ -80,23 +80,22 @@ def prepare_graphs(config: PrepareConfig, out: Path) -> None:
     phase(f"reading {shown(config.name)} from {shown(source)}")
     graphs = read_tu_files(source, config.name)
     for note in graphs.notes:
-        print(f"hcl prepare: warning: {note}", file=sys.stderr)
+        LOG.warning(f"hcl prepare: warning: {note}")
     phase(f"writing {shown(out)}")
     dataset, card = build_dataset(graphs)
     with _staging_folder(out, list(FOLDER_FILES)) as staging:
         card = write_prepared_graphs(staging, dataset, card, config.test_fraction, config.seed)
     counts = ", ".join(f"{split} {count}" for split, count in (card.counts or {}).items())
-    print(
+    LOG.info(
         f"hcl prepare: wrote {shown(out)}: {shown(card.name)}, {counts} graphs of {card.avg_nodes:.1f} nodes on average, "
         f"{card.feature_dim} node features ({card.features}), {card.num_classes} classes"
     )
 
 
 def phase(text: str) -> None:
-    """A line on stdout as prepare starts a step that may take seconds (reading an archive, writing the splits), as
-    pretrain's start-up line; stderr keeps the warnings and the one-line error. The loops within a step show their own
-    progress (:func:`hcl_cli.progress.progress`)."""
-    print(f"hcl prepare: {text}", flush=True)
+    """A status line (:mod:`hcl_cli.logs`) as prepare starts a step that may take seconds (reading an archive, writing the
+    splits), as pretrain's start-up line. The loops within a step show their own progress (:func:`hcl_cli.progress.progress`)."""
+    LOG.info(f"hcl prepare: {text}")
 
 
 def dataset_card(config: PrepareConfig, dataset: SourceDataset) -> DatasetCard:
@@ -183,7 +182,7 @@ def _remove_leftovers(out: Path) -> None:
     """Remove the staging folders and retired datasets that killed runs left beside ``out``."""
     for leftover in stale_siblings(out, "staging") + stale_siblings(out, "old"):
         if leftover.is_dir() and not leftover.is_symlink() and not remove_owned_folder(leftover, fallback=folder_files(SPLITS)):
-            print(f"hcl prepare: warning: kept {leftover}, left by an interrupted run: it holds files hcl did not write", file=sys.stderr)
+            LOG.warning(f"hcl prepare: warning: kept {leftover}, left by an interrupted run: it holds files hcl did not write")
 
 
 def _replace_folder(staging: Path, out: Path) -> None:
@@ -214,11 +213,9 @@ def _replace_folder(staging: Path, out: Path) -> None:
         raise HclError(f"cannot replace {out}: {exc.strerror or exc}") from exc
     if carried:
         listed = ", ".join(shown(name) for name in carried)
-        print(
-            f"hcl prepare: note: kept {listed} in {shown(out)} (not written by hcl: move it away before the next prepare)", file=sys.stderr
-        )
+        LOG.info(f"hcl prepare: note: kept {listed} in {shown(out)} (not written by hcl: move it away before the next prepare)")
     if retired.exists() and not remove_owned_folder(retired):
-        print(f"hcl prepare: warning: kept {shown(retired)}, the previous {shown(out)}: it holds files hcl did not write", file=sys.stderr)
+        LOG.warning(f"hcl prepare: warning: kept {shown(retired)}, the previous {shown(out)}: it holds files hcl did not write")
 
 
 def _carry_foreign_entries(retired: Path, staging: Path, out: Path, carried: list[str]) -> None:

@@ -41,6 +41,7 @@ from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.distributed import DistributedContext, distributed_context
 from hcl_cli.errors import UsageError, shown
 from hcl_cli.locking import locked_folder
+from hcl_cli.logs import LOG
 from hcl_cli.modality import Modality, encoder_kinds, modality_of
 from hcl_cli.objectives.loss import check_labels
 from hcl_cli.objectives.sampler_options import SamplerOptions
@@ -79,7 +80,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     config.check_modality(modality.name, f"{shown(config.data)}'s {modality.sample_noun}s")
     if context.is_main:
         for warning in config.ignored_changes(context.world_size):
-            print(f"hcl pretrain: warning: {warning}", file=sys.stderr)
+            LOG.warning(f"hcl pretrain: warning: {warning}")
     labelled = config.needs_labels
     splits = modality.training_splits(card, labelled, config.transductive)
     objective = training_objective(config, modality)
@@ -128,7 +129,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             context.reseed_after_resume(config.seed, start.epoch, start.step)
         elif context.is_main:
             if not config.resume and (replaced := store.unfinished(identity)):
-                print(f"hcl pretrain: note: starting over without --resume: {replaced}", file=sys.stderr)
+                LOG.info(f"hcl pretrain: note: starting over without --resume: {replaced}")
             store.clear()
         if log is not None:
             log.write(training.history, (start.epoch * steps_per_epoch + start.step, steps_per_epoch * config.epochs))
@@ -145,8 +146,8 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
         total_steps = min(steps_per_epoch * config.epochs, config.max_steps or steps_per_epoch * config.epochs)
         if context.is_main:
             if initial is not None:
-                print(f"hcl pretrain: starting from {shown(config.init)}: {initial.described}")
-            print(
+                LOG.info(f"hcl pretrain: starting from {shown(config.init)}: {initial.described}")
+            LOG.info(
                 startup_line(
                     config, modality.describe(card, size), card.name, model.arch, steps_per_epoch, total_steps, context, checkpoint
                 )
@@ -188,7 +189,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             }
             modality.save_encoder(out, model, card, meta)
             extent = describe_extent(meta["run"], config.epochs)
-            print(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
+            LOG.info(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
 
 
 def training_objective(config: PretrainConfig, modality: Modality) -> str:

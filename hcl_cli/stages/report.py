@@ -14,7 +14,7 @@ Sections, each written only when its inputs exist (only the metrics folder is re
 - the evaluation protocol, with the settings those files record;
 - the parameter table: the parameters the run read (those of its data's modality, its sampler, its
   dataset and its linear protocol; none it ignores), each holding the value the run recorded
-  (pretrain: the encoder's sidecar; prepare: the dataset card; knn, linear: their metrics files)
+  (pretrain: the encoder's sidecar; prepare: the dataset card; knn, linear: their metrics files' sidecars)
   where there is one;
 - figures (PNG, in ``figures/`` beside the report): the training loss and kNN top-1 per epoch
   (HCL Fig. 11) and, for the supervised samplers, H-SCL's Assumption 1 share and four losses
@@ -41,6 +41,8 @@ from hcl_cli.artifacts import check_outputs_apart, sidecar_path
 from hcl_cli.config.report import ReportConfig
 from hcl_cli.errors import InputError, shown
 from hcl_cli.image.card import CARD_FILE
+from hcl_cli.logs import LOG
+from hcl_cli.metrics import inputs_path
 from hcl_cli.reference import load_reference, reproduction_note
 from hcl_cli.report.baselines import knn_baselines, svm_baseline, untrained_name
 from hcl_cli.report.escaping import code
@@ -85,7 +87,11 @@ def run(config: ReportConfig) -> None:
         if config.plots:
             check_training_log(encoder, Path(config.plots), pretrain_logs(Path(config.plots)))
         sources = {name: code(metrics_folder / f"{name}.json", cell=True) for name in metrics}
-        recorded = {name: Recorded(metrics[name].params, sources[name]) for name in METRIC_FILES if name in metrics}
+        recorded = {
+            name: Recorded(metrics[name].params, code(inputs_path(metrics_folder / f"{name}.json"), cell=True))
+            for name in METRIC_FILES
+            if name in metrics
+        }
         if prepared is not None:
             card = prepared.card
             recorded["prepare"] = Recorded(
@@ -127,4 +133,4 @@ def run(config: ReportConfig) -> None:
             figure_section(drawn),
         ]
         publish(out, "\n\n".join(section for section in sections if section) + "\n", {figure.file: figure.draw for figure in drawn})
-    print(f"hcl report: wrote {out} with {len(drawn)} figure(s)")
+    LOG.info(f"hcl report: wrote {out} with {len(drawn)} figure(s)")

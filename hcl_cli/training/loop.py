@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from hcl_cli.distributed import DistributedContext, derived_seed
 from hcl_cli.errors import HclError, InputError
 from hcl_cli.history import History
 from hcl_cli.interrupts import uninterrupted
+from hcl_cli.logs import LOG, bars_disabled
 from hcl_cli.modality import Samples, Step, StepResult, StepValues
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.optimizer import set_scheduled_rate
@@ -139,16 +139,14 @@ class RunClock:
                 basis = f"(the median of the last {len(self.recent)} steps)"
             else:
                 basis = f"at the first step's pace (a first step is slower: refined after {CORRECTION_STEPS} steps)"
-            print(f"hcl pretrain: {per_step:.3g} s per step: about {format_duration(remaining)} to go {basis}", flush=True)
+            LOG.info(f"hcl pretrain: {per_step:.3g} s per step: about {format_duration(remaining)} to go {basis}")
             self.hint(remaining)
         if self.plain and now - self.last_line >= PROGRESS_SECONDS:
             self.last_line = now
             epoch = (steps_done - 1) // self.steps_per_epoch + 1
-            print(
+            LOG.info(
                 f"hcl pretrain: step {steps_done} of {self.total_steps} ({100 * steps_done / self.total_steps:.0f}%), "
-                f"epoch {epoch} of {self.epochs}, loss {loss:.4f}, {per_step:.3g} s per step, about {format_duration(remaining)} to go",
-                file=sys.stderr,
-                flush=True,
+                f"epoch {epoch} of {self.epochs}, loss {loss:.4f}, {per_step:.3g} s per step, about {format_duration(remaining)} to go"
             )
         return format_duration(remaining)
 
@@ -157,9 +155,8 @@ class RunClock:
         over = next((text for seconds, text in CPU_HINTS if remaining > seconds), None)
         if self.device.type == "cpu" and over is not None and not self.hinted:
             self.hinted = True
-            print(
-                f"hcl pretrain: hint: {over} on a CPU; for a quick run try --arch small_cnn, fewer --epochs or --max-steps, or run on a GPU",
-                flush=True,
+            LOG.info(
+                f"hcl pretrain: hint: {over} on a CPU; for a quick run try --arch small_cnn, fewer --epochs or --max-steps, or run on a GPU"
             )
 
 
@@ -225,7 +222,7 @@ def train_one_epoch(
         total=steps,
         desc=f"epoch {epoch + 1}/{config.epochs}",
         unit="step",
-        disable=None if context.is_main else True,
+        disable=bars_disabled() if context.is_main else True,
         leave=False,
     )
     read_every = training.read_every or read_interval(context.device)
@@ -339,7 +336,7 @@ def resume_from(training: TrainingRun) -> Checkpoint | None:
         if not config.restart_on_change:
             raise
         if training.context.is_main:
-            print(f"hcl pretrain: {mismatch.reason}: starting over (--restart-on-change)")
+            LOG.info(f"hcl pretrain: {mismatch.reason}: starting over (--restart-on-change)")
         return None
     if checkpoint is not None and not isinstance(checkpoint.loop_state.get("history"), list):
         raise InputError(

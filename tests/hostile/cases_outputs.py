@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from .checks import all_of, exists, one_stdout_line, says, unchanged
+from .checks import all_of, exists, one_status_line, says, unchanged
 from .harness import (
     CPU,
     EMBED,
@@ -154,8 +154,8 @@ CASES: list[Case] = [
         for stage, args in FULL_DISK.items()
     ),
     Case("params > /dev/full", ("params",), (1,), stdout="/dev/full"),
-    success("out name with a newline", *KNN[:-3], "a\nhcl knn-eval: wrote metrics/knn.json: top-1 1.0000", *CPU, check=one_stdout_line),
-    success("out name with an escape sequence", *KNN[:-3], "b\x1b[2J.json", *CPU, check=one_stdout_line),
+    success("out name with a newline", *KNN[:-3], "a\nhcl knn-eval: wrote metrics/knn.json: top-1 1.0000", *CPU, check=one_status_line),
+    success("out name with an escape sequence", *KNN[:-3], "b\x1b[2J.json", *CPU, check=one_status_line),
     success("out deep in new folders", *KNN[:-3], "a/b/c/d/k.json", *CPU),
     success("out name with spaces and quotes", *KNN[:-3], 'it\'s a "test".json', *CPU),
 ]

@@ -265,9 +265,13 @@ def bound_cases() -> list[Case]:
         success(
             "the embeddings record the encoder and the split files", *EMBED, check=records("e.json", "inputs", {"encoder", "prepared"})
         ),
-        success("the kNN metrics record their embeddings and encoder", *KNN, check=records("k.json", "inputs", {"embeddings", "encoder"})),
         success(
-            "the paper protocol records the encoder and the split files", *paper, check=records("l.json", "inputs", {"encoder", "prepared"})
+            "the kNN metrics record their embeddings and encoder", *KNN, check=records("k.inputs.json", "inputs", {"embeddings", "encoder"})
+        ),
+        success(
+            "the paper protocol records the encoder and the split files",
+            *paper,
+            check=records("l.inputs.json", "inputs", {"encoder", "prepared"}),
         ),
         usage(
             "embed over a prepared folder replaced since pretraining",
@@ -292,12 +296,12 @@ def bound_cases() -> list[Case]:
             "report with another encoder's metrics",
             *REPORT,
             setup=other_run_metrics,
-            check=all_of(says("is not the embeddings that metrics/knn.json was made from"), absent("r")),
+            check=all_of(says("is not the embeddings that metrics/knn.inputs.json was made from"), absent("r")),
         ),
         usage(
             "report with metrics of other embeddings (edited record)",
             *REPORT,
-            setup=edit_json("metrics/linear.json", lambda v: v.update(inputs={"embeddings": "0" * 64})),
+            setup=edit_json("metrics/linear.inputs.json", lambda v: v.update(inputs={"embeddings": "0" * 64})),
         ),
         usage(
             "knn on embeddings whose encoder trained on other data",

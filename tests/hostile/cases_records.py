@@ -230,7 +230,10 @@ def bound_cases() -> list[Case]:
         ),
         *(
             usage(
-                f"report metrics {name}", *REPORT, setup=edit_json("metrics/knn.json", lambda v, c=change: v.update(c)), check=says(message)
+                f"report metrics {name}",
+                *REPORT,
+                setup=edit_json("metrics/knn.inputs.json", lambda v, c=change: v["params"].update(c)),
+                check=says(message),
             )
             for name, change, message in (
                 ("k -5", {"k": -5}, "'k' must be a positive integer"),

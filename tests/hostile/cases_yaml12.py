@@ -7,13 +7,14 @@ group in place; the report refuses what ``hcl compare`` leaves out of its table 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from pathlib import Path
 
 from .checks import all_of, says, unchanged
-from .harness import KNN, LINEAR, PRETRAIN, REPORT, Case, Check, Result, success, usage
+from .harness import KNN, LINEAR, PRETRAIN, REPORT, Case, Check, Result, Setup, success, usage
 from .setups import both, write
 
 PARAMS = ("--params", "p.yaml")
@@ -146,8 +147,16 @@ def preset_cases() -> list[Case]:
     ]
 
 
-KNN_METRICS = {"top1": 0.9, "top5": 1.0, "test_size": 100, "feature": "backbone", "k": 5, "temperature": 0.1, "chunk_size": 1024}
-"""A kNN metrics file the report reads (``bank_chunk_size`` added below)."""
+KNN_METRICS = {"top1": 0.9, "top5": 1.0, "test_size": 100}
+"""A kNN metrics file the report reads (its sidecar below)."""
+KNN_PARAMS = {"feature": "backbone", "k": 5, "temperature": 0.1, "chunk_size": 1024, "bank_chunk_size": 65536}
+
+
+def knn_metrics(values: dict[str, object], inputs: object) -> Setup:
+    """``metrics/knn.json`` holding ``values``, and its sidecar recording :data:`KNN_PARAMS` and ``inputs``."""
+    content = json.dumps(values)
+    sidecar = {"metrics_sha256": hashlib.sha256(content.encode()).hexdigest(), "params": KNN_PARAMS, "inputs": inputs}
+    return both(write("metrics/knn.json", content), write("metrics/knn.inputs.json", json.dumps(sidecar)))
 
 
 def metrics_cases() -> list[Case]:
@@ -160,16 +169,20 @@ def metrics_cases() -> list[Case]:
         "test_size 0": ({"test_size": 0}, "'test_size' must be a positive integer (got 0)"),
         "test_size 2.5": ({"test_size": 2.5}, "'test_size' must be a positive integer (got 2.5)"),
         "test_size of 400 digits": ({"test_size": 10**400 - 1}, "'test_size' must be a positive integer (got 999"),
-        "inputs a list": ({"inputs": [1]}, "'inputs' must be an object"),
     }
     return [
+        *(
+            usage(
+                f"report metrics {name}", *report, setup=knn_metrics(KNN_METRICS | change, {}), check=says(f"metrics/knn.json: {message}")
+            )
+            for name, (change, message) in changes.items()
+        ),
         usage(
-            f"report metrics {name}",
+            "report metrics inputs a list",
             *report,
-            setup=write("metrics/knn.json", json.dumps(KNN_METRICS | {"bank_chunk_size": 65536} | change)),
-            check=says(f"metrics/knn.json: {message}"),
-        )
-        for name, (change, message) in changes.items()
+            setup=knn_metrics(KNN_METRICS, [1]),
+            check=says("metrics/knn.inputs.json: 'inputs' must be an object"),
+        ),
     ]
 
 

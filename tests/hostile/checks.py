@@ -54,9 +54,10 @@ def absent(path: str) -> Check:
     return lambda work, result: f"{path} written" if (work / path).exists() or (work / path).is_symlink() else None
 
 
-def one_stdout_line(work: Path, result: Result[str]) -> str | None:
-    lines = result.stdout.strip().splitlines()
-    return None if len(lines) == 1 else f"{len(lines)} stdout lines"
+def one_status_line(work: Path, result: Result[str]) -> str | None:
+    """The stage's one status line (on stderr, :mod:`hcl_cli.logs`), whatever its output's name holds; nothing on stdout."""
+    lines = result.stderr.strip().splitlines()
+    return None if len(lines) == 1 and not result.stdout.strip() else f"{len(lines)} stderr lines, stdout {result.stdout!r}"
 
 
 def checkpoints_whole(work: Path, result: Result[str]) -> str | None:
@@ -99,7 +100,7 @@ def nothing_left(work: Path, result: Result[str]) -> str | None:
 
 
 def resumed_from(work: Path, result: Result[str]) -> str | None:
-    return None if "resuming from" in result.stdout else "did not resume (started from epoch 0)"
+    return None if "resuming from" in result.stderr else "did not resume (started from epoch 0)"
 
 
 def all_of(*checks: Check) -> Check:
