@@ -256,3 +256,36 @@ def test_the_adam_rounding_benchmark_reruns_a_row_with_each_optimizer(tmp_path: 
     record = json.loads((tmp_path / "out" / "adam_rounding.json").read_text())
     (rerun,) = record["rows"]
     assert rerun["recorded"] == 50.0 and {"fused_adam_now", "single_tensor_adam_now"} <= rerun.keys() and record["protocol"] == "inductive"
+
+
+def test_a_fig7_table_compares_undimix_with_its_infograph_and_with_hcl_and_answers_the_paper_s_sentence() -> None:
+    """UnDiMix Fig. 7's rows (issue 42): each judged against Fig. 7's InfoGraph row, UnDiMix also against HCL (beta 1),
+    the section titled by the figure, and the paper's sentence beside our count."""
+    from hcl_cli.tables.markdown import sections
+
+    def row(values: list[float], sampler: str) -> dict:
+        return {"seeds": [0, 1, 2], "accuracies": values, "mean": sum(values) / 3, "std": 1.0, "paper": {"UnDiMix Fig. 7": "figure only"}}
+
+    rows = {
+        "fig7-infograph": {**row([80.0, 81.0, 82.0], "ucl"), "parameters": {"sampler": "ucl"}},
+        "fig3-beta1@official": {**row([85.0, 86.5, 87.0], "hucl"), "parameters": {"sampler": "hucl", "beta": 1.0}},
+        "fig7-undimix": {**row([84.0, 86.0, 86.5], "undimix"), "parameters": {"sampler": "undimix"}},
+    }
+    for value in rows.values():
+        value.update(minus_ucl=None, minus_untrained=None)
+    untrained = {"seeds": [0, 1, 2], "accuracies": [70.0, 71.0, 72.0], "mean": 71.0, "std": 1.0}
+    result = {
+        "complete": True,
+        "repeats": 3,
+        "epochs": 200,
+        "protocol": "transductive",
+        "datasets": {"MUTAG": {"untrained": untrained, "methods": rows}},
+    }
+    text = sections({"fig7": result}, {}, "benchmarks/results")
+    assert "### UnDiMix Fig. 7: MUTAG" in text
+    undimix_line = next(line for line in text.splitlines() if line.startswith("| MUTAG | fig7-undimix |"))
+    assert "| +4.50 [" in undimix_line, "UnDiMix minus Fig. 7's InfoGraph (84, 86, 86.5 against 80, 81, 82)"
+    assert "UnDiMix against HCL (beta 1): -0.67 [" in text
+    assert "hard negatives help beyond the noise in" in text and "fig7-undimix +4.50" in text
+    assert "Overall InfoGraph performs better in 3 out of the 6" in text and "the best mean is MUTAG HCL" in text
+    assert "UnDiMix is above or within the noise of both InfoGraph and HCL on 1 of 1 judged: MUTAG" in text

@@ -10,8 +10,14 @@ from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS
 from hcl_cli.tables.methods import OFFICIAL
 from hcl_cli.tables.summary import paired
 
-HARD_SAMPLERS = ("hucl", "hscl", "hscl-threshold", "ot")
+HARD_SAMPLERS = ("hucl", "hscl", "hscl-threshold", "ot", "undimix")
 """The samplers of hard negatives (hucl at beta 0 is the debiased loss: not hard)."""
+FIG7_INFOGRAPH, FIG7_HCL, FIG7_UNDIMIX = "fig7-infograph", "fig3-beta1@official", "fig7-undimix"
+"""UnDiMix Fig. 7's three rows: InfoGraph, HCL (beta 1, the official reading: HCL Fig. 3's row) and UnDiMix."""
+FIG7_SENTENCE = (
+    '"Overall InfoGraph performs better in 3 out of the 6 benchmarks, and HCL has the best performance 2 out of 6 times. '
+    'Our method works better or is comparable to InfoGraph and HCL in 2 benchmark datasets." (UnDiMix Sec. 4.3)'
+)
 
 
 def interval_text(diff: dict[str, Any] | None) -> str:
@@ -26,9 +32,11 @@ def ours_text(row: dict[str, Any]) -> str:
     return f"{row['mean']:.2f} ± {row['std']:.2f} ({len(row['seeds'])})" if row["seeds"] else "not run"
 
 
-def infograph_of(name: str) -> str:
-    """The InfoGraph a method is compared with: ucl (the tables' InfoGraph row), or for an HCL Fig. 3 row its beta 0 in the
-    same reading, which Fig. 3 labels InfoGraph."""
+def infograph_of(name: str, rows: dict[str, Any]) -> str:
+    """The InfoGraph a method is compared with: in a table of UnDiMix Fig. 7 its InfoGraph row; else ucl (the tables'
+    InfoGraph row), or for an HCL Fig. 3 row its beta 0 in the same reading, which Fig. 3 labels InfoGraph."""
+    if FIG7_INFOGRAPH in rows and (name.startswith("fig7-") or name == FIG7_HCL):
+        return FIG7_INFOGRAPH
     return f"fig3-beta0{OFFICIAL if name.endswith(OFFICIAL) else ''}" if name.startswith("fig3-beta") else "ucl"
 
 
@@ -40,7 +48,7 @@ def per_seed(row: dict[str, Any]) -> dict[int, dict[str, float]]:
 def minus_infograph(name: str, rows: dict[str, Any]) -> dict[str, Any] | None:
     """The paired difference of method ``name`` from its InfoGraph (:func:`infograph_of`): the results file's ``minus_ucl``,
     or for a Fig. 3 row from the per-seed accuracies the file records (rounded to 0.01)."""
-    reference = infograph_of(name)
+    reference = infograph_of(name, rows)
     if name == reference or reference not in rows:
         return None
     if reference == "ucl":
@@ -111,6 +119,9 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
             f"{' (hscl judged against scl)' if any('against scl' in entry for entries in sides.values() for entry in entries) else ''} "
             f"({len(sides['within'])} of {count} within the noise{below}{left_out})"
         )
+    against_hcl = fig7_against_hcl(rows)
+    if against_hcl:
+        said += f". UnDiMix against HCL (beta 1): {interval_text(against_hcl)}"
     labels = rows.get("scl", {}).get("minus_ucl")
     if labels and labels["ci95"] and labels["n"] >= MIN_VERDICT_SEEDS:
         said += f". The labels (scl against InfoGraph): {interval_text(labels)}"
@@ -120,6 +131,37 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
         side = "above" if base["ci95"][0] > 0 else "below" if base["ci95"][1] < 0 else "within the noise of"
         said += f". InfoGraph (ucl) is {side} its untrained encoder ({interval_text(base)})"
     return f"{dataset}: {said}."
+
+
+def fig7_against_hcl(rows: dict[str, Any]) -> dict[str, Any] | None:
+    """In a table of UnDiMix Fig. 7, UnDiMix's paired difference from HCL (beta 1); else None."""
+    if FIG7_UNDIMIX not in rows or FIG7_HCL not in rows:
+        return None
+    return paired(per_seed(rows[FIG7_UNDIMIX]), per_seed(rows[FIG7_HCL]))
+
+
+def fig7_summary(result: dict[str, Any]) -> str:
+    """UnDiMix Fig. 7's sentence beside ours: per dataset the best mean of its three rows, and on how many datasets UnDiMix is
+    above or within the noise of both InfoGraph and HCL (its paired intervals)."""
+    best, comparable, judged = [], [], 0
+    for dataset, entry in result["datasets"].items():
+        rows = entry["methods"]
+        if not all(rows.get(name, {}).get("seeds") for name in (FIG7_INFOGRAPH, FIG7_HCL, FIG7_UNDIMIX)):
+            continue
+        means = {"InfoGraph": rows[FIG7_INFOGRAPH]["mean"], "HCL": rows[FIG7_HCL]["mean"], "UnDiMix": rows[FIG7_UNDIMIX]["mean"]}
+        best.append(f"{dataset} {max(means, key=lambda name: means[name])}")
+        differences = [minus_infograph(FIG7_UNDIMIX, rows), fig7_against_hcl(rows)]
+        if all(diff and diff["ci95"] and diff["n"] >= MIN_VERDICT_SEEDS for diff in differences):
+            judged += 1
+            if all(diff["ci95"][1] >= 0 for diff in differences if diff):
+                comparable.append(dataset)
+    if not best:
+        return ""
+    return (
+        f"- UnDiMix Fig. 7: {FIG7_SENTENCE} Ours, on the {len(best)} dataset(s) run: the best mean is {', '.join(best)}; UnDiMix "
+        f"is above or within the noise of both InfoGraph and HCL on {len(comparable)} of {judged} judged"
+        f"{': ' + ', '.join(comparable) if comparable else ''}.\n"
+    )
 
 
 def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None) -> str:
@@ -148,7 +190,7 @@ def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None)
                 + checked_cell(checked, dataset, name)
             )
         verdicts.append(f"- {verdict(dataset, rows['methods'], untrained)}")
-    return "\n".join([*lines, "", *verdicts]) + "\n"
+    return "\n".join([*lines, "", *verdicts]) + "\n" + fig7_summary(result)
 
 
 def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[tuple[str, str], str]] | None:
@@ -186,8 +228,9 @@ TABLES_NOTE = (
     "Ours: mean ± std over the seeds (ddof 0, as the papers' code), each row's number of seeds in brackets; \"paper within one "
     "std\" says whether each paper's number lies within one std of our mean. The intervals are 95% t intervals of the "
     "per-seed paired differences from InfoGraph (ucl, the tables' InfoGraph row; for HCL Fig. 3's rows their beta 0 in the "
-    "same reading, which Fig. 3 labels InfoGraph) and from the untrained encoder of the same seed. Each dataset's sentence "
-    "says whether a hard-negative row (hucl with beta > 0, hscl, ot) is above its InfoGraph beyond that interval (hscl: "
+    "same reading, which Fig. 3 labels InfoGraph; for UnDiMix Fig. 7's its InfoGraph row, fig7-infograph) and from the "
+    "untrained encoder of the same seed. Each dataset's sentence says whether a hard-negative row (hucl with beta > 0, hscl, "
+    "ot, undimix) is above its InfoGraph beyond that interval (hscl: "
     "judged against scl), and what the labels add (scl against InfoGraph), judged from inductive rows only. Each table names "
     "its protocol (docs/protocol-graphs.md): inductive, seed s pretrains every method, ucl included, without the graphs of "
     "fold s of one seeded 10-fold split and the SVM, fitted on the other folds, scores fold s (ten seeds score each graph "
@@ -204,8 +247,8 @@ def sections(results: dict[str, dict[str, Any]], verifications: dict[str, dict[s
     """The README's graph tables, one per results file (``reproduce_graph_NAME.json`` in ``folder`` by NAME; the tables'
     files before HCL Fig. 3's), each with its verification's column where ``verifications`` holds one for NAME."""
     parts = [TABLES_NOTE]
-    for name, result in sorted(results.items(), key=lambda item: (is_fig3(item[1]), item[0])):
-        tables = "HCL Fig. 3" if is_fig3(result) else "H-SCL Table II and HCL-OT Table V"
+    for name, result in sorted(results.items(), key=lambda item: (is_fig7(item[1]), is_fig3(item[1]), item[0])):
+        tables = "UnDiMix Fig. 7" if is_fig7(result) else "HCL Fig. 3" if is_fig3(result) else "H-SCL Table II and HCL-OT Table V"
         state = "" if result["complete"] else ", still running"
         parts.append(
             f"\n### {tables}: {', '.join(result['datasets'])} ({result.get('protocol', 'transductive')}; "
@@ -219,3 +262,7 @@ def sections(results: dict[str, dict[str, Any]], verifications: dict[str, dict[s
 
 def is_fig3(result: dict[str, Any]) -> bool:
     return any("fig3" in m for d in result["datasets"].values() for m in d["methods"])
+
+
+def is_fig7(result: dict[str, Any]) -> bool:
+    return any(m.startswith("fig7-") for d in result["datasets"].values() for m in d["methods"])
