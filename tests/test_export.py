@@ -218,7 +218,7 @@ def test_pretrain_starts_from_a_torchvision_resnet18_state_dict(digits: Path, tm
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # a status line (hcl_cli.logs)
     assert f"starting from {weights}: the backbone of a state dict, its fc.bias and fc.weight left out" in out
     tensors, sidecar = load_artifact(run / "models" / "encoder.safetensors", ENCODER_KIND, {})
     assert sidecar["inputs"]["init"] == hashlib.sha256(weights.read_bytes()).hexdigest()
