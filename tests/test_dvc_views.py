@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_pipeline import run, set_params, tiny_pipeline
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # minutes: two pipelines and a sweep, run with the e2e set
 
 SWEEP_VIEW = ["dvc", "exp", "show", "--only-changed", "--no-pager", "--drop", "Created|Executor|.*/[^:]*$|.*:top5$"]
 """The sweep view docs/usage.md gives: the changed columns, less the dependencies' hashes, the time and the runner."""
