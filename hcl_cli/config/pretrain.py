@@ -114,8 +114,7 @@ class PretrainConfig(StageConfig):
     optimizer: str = param(
         "adam",
         "The optimizer, torch's own fused one: adam (the papers'), adamw (decoupled weight decay), sgd (MoCo-v2's), or lars "
-        "(SGD with each weight's step scaled by the trust ratio eta ||w|| / (||g|| + weight_decay ||w||), biases and norm "
-        "parameters left out of it and of weight decay, as solo-learn applies it). See docs/training.md.",
+        "(SGD scaled per weight by its trust ratio, as solo-learn applies it). See docs/training.md.",
         choices=OPTIMIZERS,
     )
     lr: float = param(
@@ -200,9 +199,8 @@ class PretrainConfig(StageConfig):
     )
     init: str = runtime(
         "",
-        "Start from these weights instead of the seeded initialisation: an hcl encoder artifact of the run's architecture "
-        "(the whole encoder; graphs: only this), or a safetensors state dict of the backbone (torchvision's ResNet state dict, "
-        "its fc left out, or hcl export --format safetensors; the projection head starts afresh). See docs/api.md.",
+        "Start from these weights: an hcl encoder of the run's architecture, or a safetensors backbone state dict "
+        "(torchvision's ResNet, or hcl export's; the head starts afresh). See docs/api.md.",
     )
     resume: bool = runtime(
         False,
