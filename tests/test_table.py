@@ -63,6 +63,7 @@ def test_the_table_command_runs_in_a_fresh_clone_and_its_verify_mode_flags_a_cha
     record = json.loads((clone / "runs" / "tables" / "verify_changed.json").read_text())
     assert {(row["method"], row["equal"]) for row in record["rows"]} == {("untrained", True), ("ucl", True), ("hucl", False)}
     assert record["commit"] == head and record["dirty"] is False
+    assert record["command"].startswith("hcl table --verify runs/tables/changed.json") and record["torch"] == torch.__version__
     shown = markdown(table, record)
     assert f"seed 0 reruns equal at {head[:10]}" in shown
     assert "| MUTAG | ucl |" in shown and shown.count("| yes |") == 2 and "| no: " in shown

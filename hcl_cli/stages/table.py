@@ -218,6 +218,8 @@ def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = Non
     torch.set_num_threads(threads)
     folder = work or Path("runs/tables/verify") / results.stem
     record = verification(result, results.name, lambda tu_name: prepared(folder, tu_name, data), folder / "scratch")
+    command = shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])])
+    record = {"command": command, "torch": torch.__version__, "device": "cpu", **record}
     path = record_path(results)
     save_text(path, json.dumps(record, indent=2) + "\n")
     print(f"hcl table: {record['equal']} of {record['total']} rows of {shown(results)} rerun equal; wrote {shown(path)}", flush=True)
