@@ -89,7 +89,7 @@ def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
     assert (
         markdown(result, record)
         .splitlines()[3]
-        .endswith("| no: 80.00 recorded, 79.50 now (made at e7894acf04 on AMD EPYC, rerun on Intel) |")
+        .endswith("| no: 80.00 recorded, 79.50 now (made at e7894acf04, on AMD EPYC, rerun on Intel) |")
     )
 
 

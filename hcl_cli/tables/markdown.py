@@ -217,7 +217,7 @@ def made_where(verification: dict[str, Any], row: dict[str, Any]) -> str:
     commit = row.get("recorded_commit")
     made = f"made at {commit[:10]}" if commit else "made before runs recorded their commit"
     now_cpu, then_cpu = (verification.get("machine") or {}).get("cpu_model"), row.get("recorded_cpu")
-    return f"{made} on {then_cpu}, rerun on {now_cpu}" if then_cpu and now_cpu and then_cpu != now_cpu else made
+    return f"{made}, on {then_cpu}, rerun on {now_cpu}" if then_cpu and now_cpu and then_cpu != now_cpu else made
 
 
 def checked_cell(checked: tuple[str, dict[tuple[str, str], str]] | None, dataset: str, method: str) -> str:
