@@ -13,6 +13,8 @@ import math
 import re
 from pathlib import Path
 
+from hcl_cli.metrics import inputs_path
+
 from .checks import all_of, says, unchanged
 from .harness import KNN, LINEAR, PRETRAIN, REPORT, Case, Check, Result, Setup, success, usage
 from .setups import both, write
@@ -21,11 +23,12 @@ PARAMS = ("--params", "p.yaml")
 
 
 def recorded(path: str, key: str, value: object) -> Check:
-    """The metrics file ``path`` records the parameter ``key`` as ``value``."""
+    """The metrics file ``path`` records the parameter ``key`` as ``value`` (in its sidecar, :func:`hcl_cli.metrics.inputs_path`)."""
 
     def check(work: Path, result: Result[str]) -> str | None:
-        found = json.loads((work / path).read_text()).get(key)
-        return None if found == value and type(found) is type(value) else f"{path}: {key} is {found!r}, not {value!r}"
+        sidecar = inputs_path(work / path)
+        found = json.loads(sidecar.read_text()).get("params", {}).get(key)
+        return None if found == value and type(found) is type(value) else f"{sidecar.name}: {key} is {found!r}, not {value!r}"
 
     return check
 
