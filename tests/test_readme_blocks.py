@@ -45,8 +45,11 @@ def git(folder: Path, *args: str, stdin: str | None = None, ok: tuple[int, ...] 
 
 
 def fresh_clone(destination: Path) -> Path:
-    """What a commit of this working tree would hold, committed in a new repository at ``destination``."""
+    """What a commit of this working tree would hold, committed in a new repository at ``destination``; an untracked
+    ``dvc.lock`` (the record of a ``dvc repro`` run here, which the README says a clone does not hold) left out."""
+    tracked = set(git(ROOT, "ls-files", "-z", "--cached").split("\0"))
     listed = [name for name in git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0") if name]
+    listed = [name for name in listed if name != "dvc.lock" or name in tracked]
     ignored = set(git(ROOT, "check-ignore", "--no-index", "-z", "--stdin", stdin="\0".join(listed), ok=(0, 1)).split("\0"))
     for name in listed:
         source, target = ROOT / name, destination / name
