@@ -29,6 +29,7 @@ from hcl_cli import optimizer as optimizer_module
 from hcl_cli.graph import step as graph_step
 from hcl_cli.stages.table import prepared
 from hcl_cli.tables.runs import run_one
+from hcl_cli.tables.verify import recorded_commit
 
 
 def single_tensor_adam(settings: optimizer_module.OptimizerSettings, params: Iterable[nn.Parameter]) -> torch.optim.Adam:
@@ -81,12 +82,11 @@ def main(argv: list[str] | None = None) -> None:
         with single_tensor_adam_in_the_graph_step():
             single = run_one(row["parameters"], seed, epochs, data, args.work / "scratch", protocol=protocol)["accuracy"]
         recorded = row["accuracies"][row["seeds"].index(seed)]
-        made = (row.get("provenance") or [None] * len(row["seeds"]))[row["seeds"].index(seed)] or {}
         rows.append(
             {
                 "method": method,
                 "seed": seed,
-                "made_at": made.get("commit") or (row.get("commits") or [None] * len(row["seeds"]))[row["seeds"].index(seed)],
+                "made_at": recorded_commit(result, row, seed),
                 "recorded": recorded,
                 "fused_adam_now": round(fused, 2),
                 "single_tensor_adam_now": round(single, 2),

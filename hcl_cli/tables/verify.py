@@ -20,6 +20,7 @@ from typing import Any
 from hcl_cli.errors import InputError
 from hcl_cli.provenance import run_identity
 from hcl_cli.tables.runs import Prepared, run_one
+from hcl_cli.tables.summary import recorded_provenance
 
 VERIFIED_PREFIX = "verify_"
 """The record of ``results/NAME.json`` is ``results/verify_NAME.json``."""
@@ -36,19 +37,21 @@ def file_epochs(result: dict[str, Any]) -> int | None:
     return epochs if isinstance(epochs, int) else None
 
 
+def made_by(result: dict[str, Any], row: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The provenance of ``row``'s run of ``seed``: its own, or as a file from before per-run provenance records it
+    (:func:`~hcl_cli.tables.summary.recorded_provenance`); empty where the file records none."""
+    runs = row.get("provenance") or recorded_provenance(result, row)
+    return runs[row["seeds"].index(seed)] or {}
+
+
 def recorded_cpu(result: dict[str, Any], row: dict[str, Any], seed: int) -> str | None:
-    """The CPU that made ``row``'s run of ``seed``: its own provenance where the file keeps one, else the file's machine."""
-    made = (row.get("provenance") or [None] * len(row["seeds"]))[row["seeds"].index(seed)] or {}
-    return (made.get("machine") or {}).get("cpu_model") or (result.get("machine") or {}).get("cpu_model")
+    """The CPU that made ``row``'s run of ``seed``: its provenance's where the file keeps one, else the file's machine."""
+    return (made_by(result, row, seed).get("machine") or {}).get("cpu_model") or (result.get("machine") or {}).get("cpu_model")
 
 
-def recorded_commit(row: dict[str, Any], seed: int) -> str | None:
-    """The commit that made ``row``'s run of ``seed``: its provenance's, else the row's per-seed ``commits`` or its one
-    ``commit``; None where the file predates per-run commits."""
-    position = row["seeds"].index(seed)
-    made = (row.get("provenance") or [None] * len(row["seeds"]))[position] or {}
-    commits = row.get("commits") or [row.get("commit")] * len(row["seeds"])
-    return made.get("commit") or commits[position]
+def recorded_commit(result: dict[str, Any], row: dict[str, Any], seed: int) -> str | None:
+    """The commit that made ``row``'s run of ``seed``; None where the file predates per-run commits."""
+    return made_by(result, row, seed).get("commit")
 
 
 def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dict[str, Any], str | None, str | None]]:
@@ -68,7 +71,9 @@ def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dic
                 )
             seed = 0 if 0 in row["seeds"] else min(row["seeds"])
             recorded = row["accuracies"][row["seeds"].index(seed)]
-            rows.append((dataset, name, seed, float(recorded), parameters, recorded_cpu(result, row, seed), recorded_commit(row, seed)))
+            rows.append(
+                (dataset, name, seed, float(recorded), parameters, recorded_cpu(result, row, seed), recorded_commit(result, row, seed))
+            )
     return rows
 
 
