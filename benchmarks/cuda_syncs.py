@@ -6,9 +6,12 @@ counted over three steps after one warm-up step, for every setting of
 :data:`benchmarks.step_counts.SETTINGS` on the step-count recipe's synthetic 32x32 images (small
 CNN, batch 64, fp32 and bf16). Then the compiled step (``--compile``, CUDA graphs under
 ``reduce-overhead``) runs five steps of ucl and hucl beside eager ones from the same seed and
-weights, and their losses are compared. Writes ``benchmarks/results/cuda_syncs.json``::
+weights, and their losses are compared. Writes ``benchmarks/results/syncs_DEVICE.json`` after every row, so a time
+limit keeps what was counted (``device_check.sh``'s ``syncs`` part; its smoke run tries it on a CPU, where nothing
+reports syncs)::
 
     python -m benchmarks.cuda_syncs
+    HCL_SYNC_DEVICE=cpu python -m benchmarks.cuda_syncs --settings ucl,hucl@queue --compiled ""
 """
 
 from __future__ import annotations
@@ -99,7 +102,8 @@ def guarded(call: Any, *args: Any) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="the step-count settings whose syncs are counted")
+    parser.add_argument("--compiled", default="ucl,hucl", help='the samplers whose compiled losses are compared (none: "")')
     args = parser.parse_args()
     rows: dict[str, Any] = {}
     compiled: dict[str, Any] = {}
@@ -109,11 +113,14 @@ def main() -> None:
             for setting in args.settings.split(","):
                 rows[f"{setting} {precision}"] = row = guarded(syncs, folder, setting, precision)
                 print(setting, precision, {k: v for k, v in row.items() if k != "trace"}, flush=True)
-                write_result("cuda_syncs", record, DEVICE)  # after every row: a time limit keeps what was counted
-        for sampler in ("ucl", "hucl"):
+                write_result(f"syncs_{DEVICE}", record, DEVICE)  # after every row: a time limit keeps what was counted
+        for sampler in filter(None, args.compiled.split(",")):
             compiled[sampler] = guarded(compiled_losses, folder, sampler)
             print(sampler, compiled[sampler], flush=True)
-            write_result("cuda_syncs", record, DEVICE)
+            write_result(f"syncs_{DEVICE}", record, DEVICE)
+    failed = [name for name, row in {**rows, **compiled}.items() if "error" in row]
+    if failed:
+        sys.exit(f"cuda_syncs: failed: {', '.join(failed)} (their errors are in the results file)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
 #   setup        CIFAR-10 extracted from its JPEG archive and prepared (hcl prepare --dataset imagefolder) in WORK
 #   compile      the SimCLR step (ResNet-18 B=512 bf16) compiled whole, CUDA graphs, 5 steps under
 #                TORCH_LOGS=recompiles,graph_breaks,cudagraphs, against 5 eager steps: losses, breaks, recompiles  compile_cuda.json
+#   syncs        the host syncs CUDA's sync debug mode reports in 3 steps of every sampler and queue mode (small CNN,
+#                fp32 and bf16), and the compiled ucl and hucl steps' losses beside eager ones (benchmarks/cuda_syncs.py) syncs_cuda.json
 #   throughput   one epoch of the product's loop per setting: ResNet-18 B=512 bf16 for every
 #                sampler, ResNet-50 B=256 bf16 and fp32, fp32, --compile; a failed row keeps its error   throughput_cuda.json
 #   profile      torch.profiler over 5 steps of ucl: top kernels, GPU busy fraction, launches, and every
@@ -56,7 +58,7 @@ SMOKE=0
 RESULTS=""
 WORK=""
 BUDGET=""
-PARTS="setup,compile,throughput,profile,tests,concurrency,official,accuracy"
+PARTS="setup,compile,syncs,throughput,profile,tests,concurrency,official,accuracy"
 PLAN=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -75,14 +77,14 @@ if [ "$SMOKE" = 1 ]; then
   DEFAULT_BUDGET=300
   SIZE=(--smoke)
   INSTALL_SECONDS=20
-  BOXES=(setup=20 compile=90 throughput=40 profile=15 tests=30 concurrency=25 official=20)
+  BOXES=(setup=20 compile=90 syncs=35 throughput=40 profile=15 tests=30 concurrency=25 official=20)
   export OMP_NUM_THREADS=1  # torch's default then: tiny models on a CPU shared with other jobs stall on more threads
 else
   WORK=${WORK:-${TMPDIR:-/tmp}/hcl-device-check}
   DEFAULT_BUDGET=480
   SIZE=()
   INSTALL_SECONDS=40
-  BOXES=(setup=60 compile=120 throughput=110 profile=35 tests=50 concurrency=45)
+  BOXES=(setup=50 compile=100 syncs=70 throughput=100 profile=30 tests=45 concurrency=40)
 fi
 BUDGET=${BUDGET:-$DEFAULT_BUDGET}
 if [ "$BUDGET" -gt "$DEFAULT_BUDGET" ]; then  # a wider budget widens every box and the install's share alike
@@ -163,6 +165,11 @@ fi
 COMPILE_STEPS=()
 [ "$SMOKE" = 1 ] && COMPILE_STEPS=(--steps 2)  # the first compiles, the second shows whether it compiles again
 part compile $PY -m benchmarks.device_check compile --work "$WORK" "${SIZE[@]}" "${COMPILE_STEPS[@]}"
+if [ "$SMOKE" = 1 ]; then  # on a CPU nothing reports syncs: the smoke run tries the part's path on two settings
+  HCL_SYNC_DEVICE=cpu part syncs $PY -m benchmarks.cuda_syncs --settings ucl,hucl@queue --compiled ""
+else
+  part syncs $PY -m benchmarks.cuda_syncs
+fi
 part throughput $PY -m benchmarks.device_check throughput --work "$WORK" "${SIZE[@]}"
 
 if [ "$SMOKE" = 1 ]; then

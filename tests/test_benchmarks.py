@@ -52,7 +52,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "reproduce": ["--name", "smoke", "--work", "{work}", "--device", "cpu", "--prepare", "dataset=digits,test_fraction=0.5"]
     + ["--set", "ucl:sampler=ucl", "--all", "arch=small_cnn,batch_size=64,max_steps=2,linear.epochs=5"],
     # Import and argument parsing only: minutes of work, or what they need is not here.
-    "cuda_syncs": None,  # needs CUDA (on a CPU nothing reports syncs): tests/test_step_counts.py counts them here
+    "cuda_syncs": None,  # the device check's syncs part, whose smoke run tries it on a CPU (where nothing reports syncs)
     "adam_rounding": None,  # reruns rows of a table's results file: tests/test_table.py makes one and runs it
     "bench_augment": None,  # engineer A's (issue 28): tests/test_augment.py
     "bench_dvc_repro": None,  # dvc repro of two commits, minutes
@@ -152,7 +152,7 @@ def test_every_benchmark_runs_its_smallest_mode(module_name: str, results: Path,
 
 STANDIN = ROOT / "tests" / "official_image_standin"
 """The interface of HCL's official image code (main.py, model.py, utils.py), ours, for the official part's harness."""
-SMOKE_FILES = ("tests", "compile", "throughput", "official_hcl_image", "concurrency", "reproduce_four_samplers")
+SMOKE_FILES = ("tests", "compile", "syncs", "throughput", "official_hcl_image", "concurrency", "reproduce_four_samplers")
 """The results files of the smoke run whose parts are not made to fail (the profile part is)."""
 
 
@@ -186,6 +186,8 @@ def test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves(tm
     assert {mode: run["exit_code"] for mode, run in compiled["runs"].items()} == {"eager": 0, "compiled": 0}
     assert len(compiled["losses"]) == compiled["setting"]["steps"] and compiled["losses"][0]["relative_difference"] < 1e-3
     assert compiled["runs"]["eager"]["graph_breaks"] == 0 and compiled["runs"]["eager"]["recompiles"] == 0
+    assert set(records["syncs"]["syncs"]) == {"ucl fp32", "hucl@queue fp32", "ucl bf16", "hucl@queue bf16"}
+    assert all(len(row["losses"]) == 3 for row in records["syncs"]["syncs"].values())
     assert set(records["official_hcl_image"]["hcl_over_official"]) == {"r50-hucl-b256-bf16", "r50-hucl-b256-fp32"}
     assert [row["processes"] for row in records["concurrency"]["rows"]] == [1, 2]
     accuracy = records["reproduce_four_samplers"]
