@@ -204,6 +204,43 @@ def test_verify_reruns_a_row_under_the_protocol_its_file_ran(
     assert [row["recorded_commit"] for row in record["rows"]] == ["0123abc", "0123abc"]
 
 
+@pytest.mark.parametrize("dirty", [False, True], ids=["clean", "dirty"])
+def test_a_stopped_verification_keeps_its_rows_and_a_rerun_at_the_same_clean_commit_continues(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dirty: bool
+) -> None:
+    """The record is saved after every row with ``partial``; a rerun given it reruns only the rows it lacks, unless either
+    ran on a tree that differs from its commit (then the same code is not known to have run: every row reruns)."""
+    from hcl_cli.tables import verify as verify_module
+
+    reruns: list[str] = []
+
+    def fake_run(values: dict, seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool, protocol: str) -> dict:
+        reruns.append(values["sampler"])
+        if values["sampler"] == "scl" and len(reruns) < 4:
+            raise KeyboardInterrupt  # the first verification stops at its third row
+        return {"accuracy": 80.0, "train_seconds": 1.0, "eval_seconds": 0.0}
+
+    monkeypatch.setattr(verify_module, "run_one", fake_run)
+    monkeypatch.setattr(verify_module, "run_identity", lambda: {"commit": "0123abc", "dirty": dirty})
+    row = {"seeds": [0], "accuracies": [80.0], "commits": ["0123abc"]}
+    methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}
+    result = {"protocol": "inductive", "datasets": {"MUTAG": {"methods": methods}}}
+    card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
+    saved: list[dict] = []
+
+    def verify(earlier: dict | None) -> dict:
+        load = lambda name: Prepared(tmp_path, card, None, torch.zeros(0))  # noqa: E731
+        return verify_module.verification(result, "x.json", load, tmp_path, say=lambda _: None, earlier=earlier, save=saved.append)
+
+    with pytest.raises(KeyboardInterrupt):
+        verify(None)
+    stopped = saved[-1]
+    assert [r["method"] for r in stopped["rows"]] == ["ucl", "hucl"] and stopped["partial"].startswith("2 of the 3 rows")
+    record = verify(stopped)
+    assert "partial" not in record and [r["method"] for r in record["rows"]] == ["ucl", "hucl", "scl"] and record["equal"] == 3
+    assert reruns[3:] == (["ucl", "hucl", "scl"] if dirty else ["scl"])
+
+
 def test_a_file_from_before_per_run_provenance_keeps_each_run_s_commit_when_merged(tmp_path: Path) -> None:
     """A results file whose rows record ``commits`` and ``environments`` (before per-run provenance) resumes and merges with
     each run's commit and machine, so a joined file still says which code made every row."""

@@ -209,7 +209,8 @@ def run(request: TableRequest) -> dict[str, Any]:
 
 def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1) -> dict[str, Any]:
     """Rerun one seed of every row of the results file ``results`` at the current commit
-    (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it and return it."""
+    (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and return it; a
+    rerun after a stop keeps the rows that record checked at the same clean commit."""
     if not results.is_file():
         raise UsageError(f"--verify {shown(results)}: no such file")
     result = read_json(results, None)
@@ -217,11 +218,24 @@ def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = Non
         raise UsageError(f"--verify {shown(results)}: not a table's results file (no datasets in it)")
     torch.set_num_threads(threads)
     folder = work or Path("runs/tables/verify") / results.stem
-    record = verification(result, results.name, lambda tu_name: prepared(folder, tu_name, data), folder / "scratch")
-    command = shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])])
-    record = {"command": command, "torch": torch.__version__, "device": "cpu", **record}
     path = record_path(results)
-    save_text(path, json.dumps(record, indent=2) + "\n")
+    command = shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])])
+    head = {"command": command, "torch": torch.__version__, "device": "cpu"}
+
+    def save(record: dict[str, Any]) -> None:
+        save_text(path, json.dumps({**head, **record}, indent=2) + "\n")
+
+    earlier = read_json(path, None)
+    record = verification(
+        result,
+        results.name,
+        lambda tu_name: prepared(folder, tu_name, data),
+        folder / "scratch",
+        earlier=earlier if isinstance(earlier, dict) else None,
+        save=save,
+    )
+    save(record)
+    record = {**head, **record}
     print(f"hcl table: {record['equal']} of {record['total']} rows of {shown(results)} rerun equal; wrote {shown(path)}", flush=True)
     return record
 

@@ -78,19 +78,57 @@ def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dic
 
 
 def verification(
-    result: dict[str, Any], source: str, load: Callable[[str], Prepared], scratch: Path, say: Callable[[str], None] = print
+    result: dict[str, Any],
+    source: str,
+    load: Callable[[str], Prepared],
+    scratch: Path,
+    say: Callable[[str], None] = print,
+    earlier: dict[str, Any] | None = None,
+    save: Callable[[dict[str, Any]], None] = lambda record: None,
 ) -> dict[str, Any]:
-    """Rerun every row of ``result`` (the results file ``source``) once, ``load`` giving each dataset by its TU name; the record."""
+    """Rerun every row of ``result`` (the results file ``source``) once, ``load`` giving each dataset by its TU name; the record.
+
+    ``save`` gets the record after every row, with ``partial`` saying how far it is, so a stopped verification keeps its
+    rows; given that record as ``earlier``, a rerun keeps the rows it checked where both ran at the same clean commit (the
+    same code reruns a seed to the same number) and reruns the others."""
     planned = planned_rows(result)
     epochs = file_epochs(result)
     protocol = result.get("protocol", "transductive")
     started = time.monotonic()
-    loaded: dict[str, Prepared] = {}
-    checked = []
     identity = run_identity()
+    kept = resumable_rows(earlier, identity, protocol)
+    data: dict[str, Any] = dict(earlier["data"]) if kept and earlier else {}
+    seconds = float(earlier.get("seconds") or 0.0) if kept and earlier else 0.0
+    loaded: dict[str, Prepared] = {}
+    checked: list[dict[str, Any]] = []
+
+    def record() -> dict[str, Any]:
+        done = {
+            "verifies": source,
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            **identity,
+            "seed_rule": "0 (else the row's first)",
+            "epochs": result.get("epochs"),
+            "protocol": protocol,
+            "data": data,
+            "rows": checked,
+            "equal": sum(row["equal"] for row in checked),
+            "total": len(checked),
+            "seconds": round(seconds + time.monotonic() - started, 1),
+        }
+        if len(checked) < len(planned):
+            done["partial"] = f"{len(checked)} of the {len(planned)} rows rerun so far: rerun the same command to continue"
+        return done
+
     for index, (dataset, name, seed, recorded, parameters, cpu, commit) in enumerate(planned, start=1):
+        row = kept.get((dataset, name, seed))
+        if row is not None and row["recorded"] == recorded:
+            checked.append(row)
+            say(f"hcl table: verify {index}/{len(planned)} {dataset}/{name} seed {seed}: kept from the stopped run at this commit")
+            continue
         if dataset not in loaded:
             loaded[dataset] = load(dataset)
+            data[dataset] = {"source": Path(loaded[dataset].card.source).name, "files": loaded[dataset].card.files}
         run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained", protocol=protocol)
         now = round(run["accuracy"], 2)
         equal = now == round(recorded, 2)
@@ -110,16 +148,15 @@ def verification(
         say(
             f"hcl table: verify {index}/{len(planned)} {dataset}/{name} seed {seed}: {recorded:.2f} recorded, {now:.2f} now: {'equal' if equal else 'DIFFERS'}"
         )
-    return {
-        "verifies": source,
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        **identity,
-        "seed_rule": "0 (else the row's first)",
-        "epochs": result.get("epochs"),
-        "protocol": protocol,
-        "data": {dataset: {"source": Path(data.card.source).name, "files": data.card.files} for dataset, data in loaded.items()},
-        "rows": checked,
-        "equal": sum(row["equal"] for row in checked),
-        "total": len(checked),
-        "seconds": round(time.monotonic() - started, 1),
-    }
+        save(record())
+    return record()
+
+
+def resumable_rows(earlier: dict[str, Any] | None, identity: dict[str, Any], protocol: str) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The rows of the ``earlier`` record a rerun keeps, by (dataset, method, seed): all of them where it ran at the clean
+    commit that runs now under the same protocol, else none."""
+    if not earlier or identity["dirty"] is not False or earlier.get("dirty") is not False:
+        return {}
+    if earlier.get("commit") != identity["commit"] or earlier.get("protocol") != protocol:
+        return {}
+    return {(row["dataset"], row["method"], row["seed"]): row for row in earlier.get("rows", [])}
