@@ -2,7 +2,7 @@
 
 ``torch.cuda.set_sync_debug_mode("warn")`` makes torch warn at every operation that waits for the
 device (``.item()``, ``nonzero``, a blocking copy, ``cudaStreamSynchronize``); the warnings are
-counted over three steps after one warm-up step, for every setting of
+counted, with the line of Python that made each, over three steps after one warm-up step, for every setting of
 :data:`benchmarks.step_counts.SETTINGS` on the step-count recipe's synthetic 32x32 images (small
 CNN, batch 64, fp32 and bf16). Then the compiled step (``--compile``, CUDA graphs under
 ``reduce-overhead``) runs five steps of ucl and hucl beside eager ones from the same seed and
@@ -17,6 +17,7 @@ reports syncs)::
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
 import sys
@@ -37,6 +38,7 @@ from hcl_cli.training.builders import build_training
 from hcl_cli.training.loop import epoch_order
 
 STEPS = 3
+ROOT = Path(__file__).resolve().parents[1]
 DEVICE = os.environ.get("HCL_SYNC_DEVICE", "cuda")
 """The device (``cpu`` only to try the script out: then nothing reports syncs)."""
 
@@ -77,8 +79,17 @@ def syncs(folder: Path, setting: str, precision: str) -> dict[str, Any]:
             finally:
                 sync_debug_mode("default")
         values = [result.read() for result in results]
-    messages = [str(warning.message) for warning in caught if "synchroniz" in str(warning.message).lower()]
-    return {"syncs": len(messages), "first": messages[0] if messages else None, "losses": [v.loss for v in values]}
+    found = [warning for warning in caught if "synchroniz" in str(warning.message).lower()]
+    where = collections.Counter(
+        f"{Path(w.filename).relative_to(ROOT) if Path(w.filename).is_relative_to(ROOT) else Path(w.filename).name}:{w.lineno}"
+        for w in found
+    )
+    return {
+        "syncs": len(found),
+        "first": str(found[0].message) if found else None,
+        "where": dict(where.most_common()),
+        "losses": [v.loss for v in values],
+    }
 
 
 def compiled_losses(folder: Path, sampler: str) -> dict[str, Any]:

@@ -267,7 +267,9 @@ def learned_tensors(options: Mapping[str, Any]) -> dict[str, Tensor]:
 def mixing_weights(batch: ScoreBatch, options: SamplerOptions) -> Tensor:
     """(3,) lambda, a convex combination: ``undimix_weights / sum(undimix_weights)``, or with ``undimix_learned`` the
     softmax of ``undimix_attention`` over the parts of positive ``undimix_weights`` (differentiable in the attention logits)."""
-    fixed = torch.tensor(options.undimix_weights, dtype=batch.compute_dtype, device=batch.masks.rows.device)
+    fixed = torch.zeros(3, dtype=batch.compute_dtype, device=batch.masks.rows.device)
+    for index, weight in enumerate(options.undimix_weights):  # filled in place: torch.tensor(list) would copy from the host
+        fixed[index] = weight
     if not options.undimix_learned:
         return fixed / fixed.sum()
     attention = options.undimix_attention
