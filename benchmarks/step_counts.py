@@ -10,7 +10,9 @@ index slices of the resident uint8 set); one CPU thread. One untimed step, then
 - ``ops``: the number of ``aten::`` events (nested calls included) divided by 3, a multi-tensor op
   (``aten::_foreach_*``, ``aten::_fused_*``: torch's optimizers and the gradients' norm) counting as one with
   what it calls: on CUDA it is one launch per device and dtype, while its CPU fallback loops over the tensors;
-- ``syncs``: the counts of ``aten::_local_scalar_dense`` (``.item()``) and ``aten::nonzero`` over the three steps,
+- ``syncs``: the counts of ``aten::_local_scalar_dense`` (``.item()``), ``aten::nonzero`` and ``aten::lift_fresh`` (a
+  tensor made from host data, ``torch.tensor``/``new_tensor``/an item set from a Python number: on CUDA a blocking copy
+  to the device, which CUDA's sync debug mode reports) over the three steps,
   but for those inside torch's fused optimizer kernels (``aten::_fused_adam_``, ``aten::_fused_sgd_``, ...): they read
   their step counts, ``found_inf`` and a tensor learning rate in place where they live, on the host for a CPU, in the
   kernel on CUDA (no host sync there).
@@ -58,7 +60,7 @@ from hcl_cli.training.loop import epoch_order
 IMAGES = 256
 BATCH_SIZE = 64
 PROFILED_STEPS = 3
-SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero")
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::lift_fresh")
 IN_PLACE_READS = "aten::_fused_"
 """The prefix of the ops whose CPU kernels read their scalars on the host (not a device sync: see the module docstring)."""
 MULTI_TENSOR = ("aten::_foreach_", "aten::_fused_")

@@ -322,6 +322,33 @@ def test_sinkhorn_marginals_and_pot_agreement() -> None:
     np.testing.assert_allclose(coupling.numpy() * 32, converged * 32, atol=1e-4)
 
 
+def test_sinkhorn_ends_early_once_settled_as_running_every_round_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds after the stopping test holds add exact zeros: the loop that ends at the first read after it (every
+    ``SETTLED_READ_EVERY`` rounds) gives the coupling of all 1000 rounds bit for bit, and reads nothing within 50."""
+    from hcl_cli.objectives import ot as ot_module
+
+    z1, z2 = views(21, batch=16)
+    z = unit_rows(z1, z2).detach().float()
+    forbidden = torch.eye(32, dtype=torch.bool) | torch.eye(32, dtype=torch.bool).roll(16, dims=1)
+    cost = (2 - 2 * z @ z.T).clamp(min=0).masked_fill(forbidden, math.inf)
+    reads = []
+    real_bool = bool
+
+    def counted_bool(value: object) -> bool:
+        if isinstance(value, torch.Tensor):
+            reads.append(value)
+        return real_bool(value)
+
+    monkeypatch.setattr(ot_module, "bool", counted_bool, raising=False)
+    early = sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000)
+    assert 0 < len(reads) < 1000 // ot_module.SETTLED_READ_EVERY, "it settled and ended early"
+    monkeypatch.setattr(ot_module, "SETTLED_READ_EVERY", 10**9)
+    assert torch.equal(sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000), early)
+    reads.clear()
+    sinkhorn_log_coupling(cost, epsilon=0.5, iterations=ot_module.SETTLED_READ_EVERY)
+    assert reads == [], "no read within the image presets' rounds"
+
+
 def test_sinkhorn_with_tiny_epsilon_matches_pot_log_domain() -> None:
     """At epsilon = 1e-4 the kernel spans exp(-40000): the log-domain rounds never underflow."""
     z1, z2 = views(20)
