@@ -96,7 +96,9 @@ class TrainingStep:
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``images`` with the sampler options of the current epoch (:meth:`PretrainConfig.loss_options`,
-        resolved once per epoch): the step adds its tensors and checks nothing."""
+        resolved once per epoch): the step adds its tensors and checks nothing. The gradients are cleared here, before
+        the compiled part (``Optimizer.zero_grad`` is one that dynamo does not trace: a graph break)."""
+        self.optimizer.zero_grad()
         if self.compiled_train is None:
             return StepResult(self.train(images, labels, loss_options))
         torch.compiler.cudagraph_mark_step_begin()
@@ -107,7 +109,6 @@ class TrainingStep:
         if self.queue is not None and self.queue.moco:
             return self.moco_step(self.queue, images, loss_options)
         spec = self.spec
-        self.optimizer.zero_grad()
         views = self.augment(images.repeat(2, 1, 1, 1))  # both views in one call: each image's parameters are drawn per row
         if self.bf16:
             views = views.contiguous(memory_format=torch.channels_last)
@@ -136,7 +137,6 @@ class TrainingStep:
         queries through the model, the key encoder moved one step of its average and its keys of the second views
         with shuffled BatchNorm, the loss of the queries against their keys and the K queued keys, and, after a
         finite step, the global batch's keys enqueued."""
-        self.optimizer.zero_grad()
         first, second = self.augment(images), self.augment(images)
         if self.bf16:
             first, second = (views.contiguous(memory_format=torch.channels_last) for views in (first, second))

@@ -160,6 +160,7 @@ class ScoreBatch(abc.ABC):
     queue_size: int = 0
     unit: bool = True
     """Whether anchors and candidates are unit vectors (so that squared distances lie in [0, 4])."""
+    _same_label: Tensor | None = None
 
     @property
     @abc.abstractmethod
@@ -203,16 +204,21 @@ class ScoreBatch(abc.ABC):
         anchors = self.masks.rows.repeat_interleave(self.logits.shape[1])  # an int's repeats: no read-back
         return anchors, torch.arange(len(anchors), device=anchors.device), (self.same_label & self.masks.others).reshape(-1)
 
-    @functools.cached_property
+    @property
     def same_label(self) -> Tensor:
         """(n, m) bool: the (anchor, candidate) pairs of one label, self included, once per batch for the positives and a
-        supervised sampler's support."""
-        return self.labelled[:, None] == self.candidate_labels[None, :]
+        supervised sampler's support (kept in the instance by hand: ``functools.cached_property`` takes a lock on
+        Python 3.11, a graph break in a compiled step)."""
+        if self._same_label is None:
+            self._same_label = self.labelled[:, None] == self.candidate_labels[None, :]
+        return self._same_label
 
 
 class PairBatch(ScoreBatch):
     """One batch of two views and its candidates, prepared once for the sampler and the objective (in ``compute_dtype``, as
     every :class:`ScoreBatch`, so the loss stays finite at low temperature)."""
+
+    _cosine: Tensor | None = None
 
     def __init__(self, z1: Tensor, z2: Tensor, labels: Tensor | None, temperature: float, keys: MomentumKeys | None = None) -> None:
         self.batch_size = z1.shape[0]
@@ -242,12 +248,15 @@ class PairBatch(ScoreBatch):
         if self.labels is not None and keys is not None and keys.queue_labels is not None:
             self.candidate_labels = torch.cat([self.labels, keys.queue_labels.to(z1.device)])
 
-    @functools.cached_property
+    @property
     def cosine(self) -> Tensor:  # type: ignore[override]
         """(2B, 2B + K) z_i.c_j, as ``t s_ij``, for the samplers and objectives that read it; with gradients enabled, so that
-        a sampler that reads it first under ``no_grad`` (ot) does not cache a copy without gradient for the objective (bcl)."""
-        with torch.enable_grad():
-            return self.logits * self.temperature
+        a sampler that reads it first under ``no_grad`` (ot) does not cache a copy without gradient for the objective (bcl).
+        Made once (as :attr:`same_label` is)."""
+        if self._cosine is None:
+            with torch.enable_grad():
+                self._cosine = self.logits * self.temperature
+        return self._cosine
 
     @property
     def num_negatives(self) -> int:
