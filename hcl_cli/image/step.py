@@ -34,8 +34,8 @@ from hcl_cli.objectives.core import LossStats, MomentumKeys
 from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
-from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite, update_where_finite
+from hcl_cli.objectives.sampler_options import SamplerOptions, defaults
+from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite, finite_check
 from hcl_cli.runtime import uses_bf16
 
 
@@ -66,6 +66,8 @@ class TrainingStep:
     compiled: bool = False
     """Run :meth:`train` compiled whole (``--compile``; :func:`compiled_step`)."""
     compiled_train: Callable[[Tensor, Tensor, SamplerOptions], Tensor] | None = field(init=False, default=None, repr=False)
+    scheduled: ScheduledValues | None = field(init=False, default=None, repr=False)
+    """With ``--compile``: the sampler's scheduled values as tensors (:class:`ScheduledValues`)."""
 
     @property
     def spec(self) -> Sampler:
@@ -92,20 +94,29 @@ class TrainingStep:
             if self.queue is not None:  # likewise
                 for buffer in self.queue.buffers(recurse=False):
                     torch._dynamo.mark_static_address(buffer)
+            self.scheduled = ScheduledValues.of(self.spec, self.context.device)
             self.compiled_train = compiled_step(self.train, self.context.device)
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``images`` with the sampler options of the current epoch (:meth:`PretrainConfig.loss_options`,
-        resolved once per epoch): the step adds its tensors and checks nothing. The gradients are cleared here, before
-        the compiled part (``Optimizer.zero_grad`` is one that dynamo does not trace: a graph break)."""
+        resolved once per epoch): the step adds its tensors and checks nothing. The gradients are cleared before
+        :meth:`train` and the optimizer's fused update (skipped on the device where :meth:`train` found a non-finite
+        value) runs after it, outside the compiled part: dynamo traces neither ``Optimizer.zero_grad`` nor torch's
+        fused optimizers (``torch.compiler.disable``d), and each would break the graph."""
         self.optimizer.zero_grad()
         if self.compiled_train is None:
-            return StepResult(self.train(images, labels, loss_options))
-        torch.compiler.cudagraph_mark_step_begin()
-        return StepResult(self.compiled_train(images, labels, loss_options).clone())  # a CUDA graph's next replay overwrites it
+            values = self.train(images, labels, loss_options)
+        else:
+            if self.scheduled is not None:
+                loss_options = self.scheduled.written(loss_options)
+            torch.compiler.cudagraph_mark_step_begin()
+            values = self.compiled_train(images, labels, loss_options).clone()  # a CUDA graph's next replay overwrites it
+        self.optimizer.step()  # outside the compiled part: torch's fused kernels are compiler-disabled (graph breaks)
+        return StepResult(values)
 
     def train(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> Tensor:
-        """The step itself (compiled whole with ``--compile``): the values of its :class:`StepResult`."""
+        """The step itself (compiled with ``--compile``) up to the optimizer's update: augmentation, forward, loss,
+        backward, the finite check and the enqueue; the values of its :class:`StepResult`."""
         if self.queue is not None and self.queue.moco:
             return self.moco_step(self.queue, images, loss_options)
         spec = self.spec
@@ -127,10 +138,14 @@ class TrainingStep:
         return values
 
     def update(self, loss: Tensor, stats: LossStats) -> Tensor:
-        """Backward, then the optimizer's update where the global loss and the gradients are finite (:func:`update_where_finite`)."""
+        """Backward, then the check that the global loss and the gradients are finite, which the optimizer's update after
+        :meth:`train` reads (:func:`~hcl_cli.optimizer.finite_check`).
+
+        ``Tensor.backward`` is the compiled step's one graph break (dynamo does not trace it; AOTAutograd compiled the
+        backward graph of the forward before it, and the graph after it is the finite check and the enqueue)."""
         (loss * self.context.loss_scale).backward()
         global_loss = self.context.reduce_sum(loss)
-        return update_where_finite(self.optimizer, global_loss, stats.terms, stats.anchors_without_negatives)
+        return finite_check(self.optimizer, global_loss, stats.terms, stats.anchors_without_negatives)
 
     def moco_step(self, queue: MomentumQueue, images: Tensor, loss_options: SamplerOptions) -> Tensor:
         """One step of MoCo-v2 (``queue_mode: moco``; moco/builder.py's forward, then the update): the first views'
@@ -173,6 +188,34 @@ class TrainingStep:
         queue.push(batch_keys, labels, features, keep=keep)
 
 
+@dataclass
+class ScheduledValues:
+    """A compiled step's scheduled sampler values (``beta`` of hucl and hscl, annealed by ``--anneal``; hscl-threshold's
+    ``threshold``), each a 0-d float32 tensor on the device at one address for the whole run, written in place when the
+    epoch's value changes. The compiled step reads them as inputs: as numbers they would be guards, and every epoch
+    that changes one would compile the step again (an eager step keeps the numbers, and their arithmetic)."""
+
+    tensors: dict[str, Tensor]
+    values: dict[str, float] = field(default_factory=dict)
+    """The value each tensor holds."""
+
+    @classmethod
+    def of(cls, spec: Sampler, device: torch.device) -> ScheduledValues:
+        names = spec.schedule(defaults(), 0, 1) if spec.schedule is not None else {}
+        tensors = {name: torch.zeros((), device=device) for name in names}
+        for tensor in tensors.values():
+            torch._dynamo.mark_static_address(tensor)
+        return cls(tensors)
+
+    def written(self, options: SamplerOptions) -> SamplerOptions:
+        """``options`` with the scheduled values as the tensors, written first where the value changed."""
+        for name, tensor in self.tensors.items():
+            if self.values.get(name) != options[name]:
+                tensor.fill_(options[name])
+                self.values[name] = options[name]
+        return options.replaced(self.tensors, {}) if self.tensors else options
+
+
 def build_training(config: PretrainConfig, card: DatasetCard, context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
     """The model (on the rank's device; channels_last in bf16) and the step that trains it with ``--optimizer`` (DDP under torchrun)."""
     device = context.device
@@ -204,10 +247,13 @@ def compiled_step(
     train: Callable[[Tensor, Tensor, SamplerOptions], Tensor], device: torch.device
 ) -> Callable[[Tensor, Tensor, SamplerOptions], Tensor]:
     """``train`` compiled by ``torch.compile`` with static shapes: augmentation, forward and loss, backward (the
-    graph that AOTAutograd derives), and the optimizer's fused update, none of which reads anything back. The one
-    graph break is the backward call itself (``Tensor.backward``: dynamo ends the forward's graph there and the update
-    is the next). On CUDA in ``reduce-overhead`` mode each graph is replayed as a CUDA graph, one launch where eager
-    mode launches every kernel from the host. The functions the step calls through a cache (constants, masks) are
-    pure, so tracing through the cache, which dynamo warns of, is what they mean."""
+    graph that AOTAutograd derives), the finite check and the enqueue, none of which reads anything back; the fused
+    update runs after it (:meth:`TrainingStep.__call__`). The one graph break is the backward call itself
+    (``Tensor.backward``, which dynamo does not trace: it ends the forward's graph, and the finite check is the next).
+    Nothing the step reads changes between steps but tensors at fixed addresses (the queue's buffers, the scheduled
+    values, the learning rate, ``found_inf``): it compiles once. On CUDA in ``reduce-overhead`` mode each graph is
+    replayed as a CUDA graph, one launch where eager mode launches every kernel from the host. The functions the step
+    calls through a cache (constants, masks) are pure, so tracing through the cache, which dynamo warns of, is what
+    they mean."""
     warnings.filterwarnings("ignore", message=r".*functools\.lru_cache.*-wrapped function")
     return torch.compile(train, mode="reduce-overhead" if device.type == "cuda" else None, dynamic=False)

@@ -288,8 +288,9 @@ class NegativeWeights:
     """(n,) ``logsumexp`` of each row of ``log_weights`` where the sampler knows it without a pass over
     the matrix (uniform weights: the log of the support's size; rows already normalised: 0); None:
     the objective computes it."""
-    tilt: float | None = None
-    """``log_weights`` is ``tilt * logits`` on its support (exponential tilting, ``exp(beta s_ij)``), differentiable
+    tilt: float | Tensor | None = None
+    """``log_weights`` is ``tilt * logits`` on its support (exponential tilting, ``exp(beta s_ij)``; a 0-d tensor in a
+    compiled step, whose scheduled beta is one), differentiable
     through the logits alone, or detached: then ``nce`` takes its gradient in one step (:class:`~hcl_cli.objectives.kernels.TiltedLogMean`).
     None: any other weights."""
 

@@ -98,7 +98,7 @@ class TiltedLogMean(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: torch.autograd.function.FunctionCtx, log_weights: Tensor, logits: Tensor, tilt: float, through_weights: bool
+        ctx: torch.autograd.function.FunctionCtx, log_weights: Tensor, logits: Tensor, tilt: float | Tensor, through_weights: bool
     ) -> Tensor:
         weights, log_normaliser = softmax_logsumexp(log_weights)
         tilted, log_total = softmax_logsumexp(log_weights + logits)
@@ -112,12 +112,17 @@ class TiltedLogMean(torch.autograd.Function):
         weights, tilted = ctx.saved_tensors
         if not ctx.through_weights:
             return None, tilted * gradient[:, None], None, None
-        logits_gradient = tilted * (gradient * constant(1.0 + ctx.tilt, gradient.dtype, gradient.device))[:, None]
-        return None, logits_gradient.addcmul_(weights, gradient[:, None], value=-ctx.tilt), None, None
+        tilt = ctx.tilt
+        if isinstance(tilt, Tensor):  # a compiled step's scheduled beta (hcl_cli.image.step.ScheduledValues)
+            logits_gradient = tilted * (gradient * (1.0 + tilt).to(gradient.dtype))[:, None]
+            return None, logits_gradient.sub_(weights * (gradient * tilt.to(gradient.dtype))[:, None]), None, None
+        logits_gradient = tilted * (gradient * constant(1.0 + tilt, gradient.dtype, gradient.device))[:, None]
+        return None, logits_gradient.addcmul_(weights, gradient[:, None], value=-tilt), None, None
 
 
-def tilted_log_mean(log_weights: Tensor, logits: Tensor, tilt: float) -> Tensor:
-    """(n,) :class:`TiltedLogMean`: its gradient runs through the weights where ``log_weights`` requires one."""
+def tilted_log_mean(log_weights: Tensor, logits: Tensor, tilt: float | Tensor) -> Tensor:
+    """(n,) :class:`TiltedLogMean`: its gradient runs through the weights where ``log_weights`` requires one. ``tilt`` is a
+    number, or a 0-d tensor (a compiled step's scheduled beta, which changes without a recompile)."""
     return TiltedLogMean.apply(log_weights, logits, tilt, log_weights.requires_grad)
 
 
