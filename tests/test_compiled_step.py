@@ -17,6 +17,8 @@ from hcl_cli.distributed import DistributedContext
 from hcl_cli.image.simclr_augment import Constants, SimCLRAugment
 from hcl_cli.image.step import build_training as build_image_training
 from hcl_cli.modality import StepValues, modality_of
+from hcl_cli.objectives import contrastive_loss
+from hcl_cli.objectives.core import MomentumKeys
 from hcl_cli.training.builders import build_training
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -101,3 +103,40 @@ def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(
     output = finished.stdout + finished.stderr
     assert "3 epochs of 5 steps" in output, "three epochs, so that a guard on the epoch or the step would show"
     assert "Recompiling function" not in output, output[-3000:]
+
+
+MASKED_QUEUE_SETTINGS = [
+    ("ucl", {}),
+    ("debiased", {}),
+    ("hucl", {}),
+    ("hucl", {"clip": True, "objective": "bcl"}),
+    ("hucl", {"positives": "labels"}),
+    ("scl", {}),
+    ("hscl", {"clip": True}),
+    ("hscl-threshold", {"threshold": 0.1}),
+    ("ot", {}),
+]
+
+
+@pytest.mark.parametrize(("sampler", "options"), MASKED_QUEUE_SETTINGS, ids=lambda value: str(value))
+@pytest.mark.parametrize("filled", [0, 4, 8])
+def test_a_queue_masked_to_its_filled_rows_gives_the_loss_of_its_filled_part(sampler: str, options: dict, filled: int) -> None:
+    """A compiled step's queue keeps one shape as it fills: the whole queue with its filled rows marked
+    (``MomentumKeys.queue_valid``). Its loss and gradients are those of the filled part alone, whatever the other rows hold
+    (issue 43 item 2)."""
+    generator = torch.Generator().manual_seed(filled)
+    z1, z2, k1, k2 = (torch.randn(6, 5, generator=generator, dtype=torch.float64) for _ in range(4))
+    queue, queue_labels = torch.randn(8, 5, generator=generator, dtype=torch.float64), torch.randint(0, 3, (8,), generator=generator)
+    labels = torch.tensor([0, 1, 2, 0, 1, 1])
+    losses, gradients = [], []
+    for keys in (
+        MomentumKeys(k1, k2, queue[:filled], queue_labels[:filled]),
+        MomentumKeys(k1, k2, queue, queue_labels, queue_valid=torch.arange(8) < filled),
+    ):
+        anchors = z1.clone().requires_grad_(True)
+        loss = contrastive_loss(anchors, z2, labels, sampler=sampler, momentum_keys=keys, **options)
+        loss.backward()
+        losses.append(loss.detach())
+        gradients.append(anchors.grad)
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-8, atol=1e-10)

@@ -94,6 +94,9 @@ class TrainingStep:
             if self.queue is not None:  # likewise
                 for buffer in self.queue.buffers(recurse=False):
                     torch._dynamo.mark_static_address(buffer)
+                # the whole queue and its filled rows' mask, one shape as it fills; undimix's queued features (its
+                # diversity's and uncertainty's counts over the queue) take the filled part, compiled again as it fills
+                self.queue.masked = self.spec.key_features is None
             self.scheduled = ScheduledValues.of(self.spec, self.context.device)
             self.compiled_train = compiled_step(self.train, self.context.device)
 
@@ -176,7 +179,13 @@ class TrainingStep:
         head_inputs = tuple(self.context.gather_rows(hidden.float()).chunk(2)) if spec.head_inputs else None
         queued, queued_labels, queued_features = queue.queued()
         return MomentumKeys(
-            k1, k2, queued, queued_labels if labelled else None, head_inputs, queued_features if spec.key_features else None
+            k1,
+            k2,
+            queued,
+            queued_labels if labelled else None,
+            head_inputs,
+            queued_features if spec.key_features else None,
+            queue.valid_rows(),
         )
 
     def enqueue(self, queue: MomentumQueue, keys: MomentumKeys, labels: Tensor | None, keep: Tensor) -> None:

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.kernels import nce_terms, row_logsumexp, tilted_log_mean, unit_rows
+from hcl_cli.objectives.kernels import log_count, nce_terms, row_logsumexp, tilted_log_mean, unit_rows
 from hcl_cli.runtime import constant
 
 Objective = Literal["nce", "bcl"]
@@ -129,6 +129,9 @@ class MomentumKeys:
     """The key encoder's inputs of its head's last layer for both views (undimix)."""
     queue_features: Tensor | None = None
     """(K, e) what the sampler's ``key_features`` gave for each queued key when it was a batch key (undimix)."""
+    queue_valid: Tensor | None = None
+    """(K,) bool: the queue's rows that hold keys, the others left out of every distribution and count as though the
+    queue were those rows alone (a compiled step's queue while it fills: one shape throughout); None: every row."""
 
     @property
     def queue_size(self) -> int:
@@ -160,12 +163,14 @@ class ScoreBatch(abc.ABC):
     queue_size: int = 0
     unit: bool = True
     """Whether anchors and candidates are unit vectors (so that squared distances lie in [0, 4])."""
+    column_valid: Tensor | None = None
+    """(m,) bool: the candidates that exist (a filling queue's rows left out: :attr:`MomentumKeys.queue_valid`); None: all."""
     _same_label: Tensor | None = None
 
     @property
     @abc.abstractmethod
-    def num_negatives(self) -> int:
-        """M, the number of candidates each anchor contrasts with."""
+    def num_negatives(self) -> int | Tensor:
+        """M, the number of candidates each anchor contrasts with (a 0-d tensor where :attr:`column_valid` counts it)."""
 
     @property
     @abc.abstractmethod
@@ -185,7 +190,7 @@ class ScoreBatch(abc.ABC):
     @property
     def uniform_log_normaliser(self) -> Tensor:
         """(n,) ``log M``: the ``logsumexp`` of every row of :attr:`uniform` (each anchor has M negatives)."""
-        return constant(math.log(self.num_negatives), self.compute_dtype, self.logits.device).expand(self.num_anchors)
+        return log_count(self.num_negatives, self.compute_dtype, self.logits.device).expand(self.num_anchors)
 
     @property
     def labelled(self) -> Tensor:
@@ -210,7 +215,8 @@ class ScoreBatch(abc.ABC):
         supervised sampler's support (kept in the instance by hand: ``functools.cached_property`` takes a lock on
         Python 3.11, a graph break in a compiled step)."""
         if self._same_label is None:
-            self._same_label = self.labelled[:, None] == self.candidate_labels[None, :]
+            same = self.labelled[:, None] == self.candidate_labels[None, :]
+            self._same_label = same if self.column_valid is None else same & self.column_valid
         return self._same_label
 
 
@@ -241,6 +247,15 @@ class PairBatch(ScoreBatch):
         self.logits = (self.z / constant(temperature, self.compute_dtype, z1.device)) @ self.candidates.T
         """(2B, 2B + K) s_ij = z_i.c_j / t (the temperature divides the (2B, d) anchors, not the (2B, 2B + K) product)."""
         self.masks = pair_masks(self.batch_size, z1.device, self.queue_size)
+        if keys is not None and keys.queue_valid is not None:
+            self.column_valid = torch.cat([self.masks.rows >= 0, keys.queue_valid])
+            self.masks = PairMasks(
+                self.masks.rows,
+                self.masks.partner,
+                self.masks.partner_pairs,
+                self.masks.negatives & self.column_valid,
+                self.masks.others & self.column_valid,
+            )
         self.labels = None if labels is None else torch.cat([labels, labels]).to(z1.device)
         """(2B,) the image labels of both views, or None."""
         self.candidate_labels = self.labels
@@ -259,13 +274,18 @@ class PairBatch(ScoreBatch):
         return self._cosine
 
     @property
-    def num_negatives(self) -> int:
-        """M = N = 2B - 2 + K, the number of candidates each anchor contrasts with."""
+    def num_negatives(self) -> int | Tensor:
+        """M = N = 2B - 2 + K, the number of candidates each anchor contrasts with (K the queue's filled rows, counted on
+        the device where :attr:`column_valid` marks them)."""
+        if self.column_valid is not None:
+            return self.column_valid.sum() - 2
         return 2 * self.batch_size - 2 + self.queue_size
 
     @property
     def uniform(self) -> Tensor:
         """(2B, 2B + K) the cached log-weights of the uniform distribution over each anchor's negatives."""
+        if self.column_valid is not None:
+            return uniform_on(self.masks.negatives, self.compute_dtype)
         return uniform_log_weights(self.batch_size, self.cosine.device, self.compute_dtype, self.queue_size)
 
     def sq_cost(self) -> Tensor:

@@ -44,10 +44,11 @@ from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
+from hcl_cli.objectives.kernels import log_count
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
-def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
+def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None) -> Tensor:
     """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
     Sinkhorn-Knopp (Cuturi 2013) in the log domain: ``iterations`` rounds of the column update then
@@ -60,10 +61,12 @@ def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tens
     stop is decided on the device: the later rounds still run and keep the potentials as they are,
     so nothing is read back (a host sync per round would stall the device). ``+inf`` costs get
     zero mass. Kernel entries below ``tiny`` count as zero, so the rounds run with subnormals
-    flushed (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`.
+    flushed (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`. ``columns`` (m,) bool, where given,
+    says which columns exist: the coupling is then the one with the others' columns removed (the column marginal
+    spread over those alone), with zero mass in the others.
     """
     with subnormals_flushed():
-        return _sinkhorn_rounds(cost, epsilon, iterations)
+        return _sinkhorn_rounds(cost, epsilon, iterations, columns)
 
 
 @contextlib.contextmanager
@@ -117,19 +120,21 @@ _UNDERFLOWING_EXPONENT = {
 }
 
 
-def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
+def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None) -> Tensor:
     """The body of :func:`sinkhorn_log_coupling`: the rounds move ``log P = log K + f + g`` itself by each update of the
     potentials, whose steps shrink as it converges, so the entries that carry mass stay near ``log(1/(n m))``, where
     float32 resolves them finely, rather than being sums of potentials of hundreds (a log-kernel spanning e^600)."""
     log_coupling = -cost / epsilon
-    rows, columns = log_coupling.shape
-    log_row_marginal, log_column_marginal = -math.log(rows), -math.log(columns)
-    tolerance = math.sqrt(torch.finfo(cost.dtype).eps)
+    rows = log_coupling.shape[0]
     zero = torch.zeros((), dtype=cost.dtype, device=cost.device)
+    log_row_marginal = -math.log(rows)
+    log_column_marginal = -math.log(log_coupling.shape[1]) if columns is None else -log_count(columns.sum(), cost.dtype, cost.device)
     settled = torch.zeros((), dtype=torch.bool, device=cost.device)
+    tolerance = math.sqrt(torch.finfo(cost.dtype).eps)
     for _ in range(iterations):
         column_step = log_column_marginal - logsumexp_flushed(log_coupling, dim=0)
-        log_coupling = log_coupling + torch.where(settled, zero, column_step)[None, :]
+        kept = settled if columns is None else settled | ~columns  # a column that does not exist keeps its -inf (not inf - inf)
+        log_coupling = log_coupling + torch.where(kept, zero, column_step)[None, :]
         row_step = log_row_marginal - logsumexp_flushed(log_coupling, dim=1)
         log_coupling = log_coupling + torch.where(settled, zero, row_step)[:, None]
         settled = settled | (torch.linalg.vector_norm(row_step, math.inf) < tolerance)
@@ -154,6 +159,6 @@ def ot(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """q(j|i) = n P_ij from the entropic OT coupling of the n anchors with their candidates (n = 2B; the batch itself in-batch).
 
     Sinkhorn ends on the row update, so every row of q sums to 1 to rounding: its ``log_normaliser`` is 0."""
-    log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations)
+    log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations, batch.column_valid)
     rows_sum_to_one = torch.zeros(batch.num_anchors, dtype=log_coupling.dtype, device=log_coupling.device)
     return NegativeWeights(log_coupling + math.log(batch.num_anchors), debiased=True, log_normaliser=rows_sum_to_one)
