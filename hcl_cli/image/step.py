@@ -135,20 +135,19 @@ class TrainingStep:
         keys = None if self.queue is None else self.momentum_keys(self.queue, views, batch.labels is not None)
         options = loss_options.with_inputs(head_inputs=batch.head_inputs, momentum_keys=keys, **head, **self.learned)
         loss, stats = sampler_loss(batch.z1, batch.z2, batch.labels, spec=spec, options=options, anchor_mask=batch.anchor_mask)
-        values = self.update(loss, stats)
+        # The compiled step's one graph break: dynamo does not trace Tensor.backward (AOTAutograd compiled the backward of
+        # the graph before it; the graph after it is the finite check and the enqueue). Here, not in a method, so that
+        # dynamo makes two graphs, not four (a call that breaks is compiled again as a frame of its own).
+        (loss * self.context.loss_scale).backward()
+        values = self.checked(loss, stats)
         if self.queue is not None and keys is not None:
             self.enqueue(self.queue, keys, batch.labels, StepResult(values).finite)
         return values
 
-    def update(self, loss: Tensor, stats: LossStats) -> Tensor:
-        """Backward, then the check that the global loss and the gradients are finite, which the optimizer's update after
-        :meth:`train` reads (:func:`~hcl_cli.optimizer.finite_check`).
-
-        ``Tensor.backward`` is the compiled step's one graph break (dynamo does not trace it; AOTAutograd compiled the
-        backward graph of the forward before it, and the graph after it is the finite check and the enqueue)."""
-        (loss * self.context.loss_scale).backward()
-        global_loss = self.context.reduce_sum(loss)
-        return finite_check(self.optimizer, global_loss, stats.terms, stats.anchors_without_negatives)
+    def checked(self, loss: Tensor, stats: LossStats) -> Tensor:
+        """After the backward: the check that the global loss and the gradients are finite, which the optimizer's update
+        after :meth:`train` reads (:func:`~hcl_cli.optimizer.finite_check`)."""
+        return finite_check(self.optimizer, self.context.reduce_sum(loss), stats.terms, stats.anchors_without_negatives)
 
     def moco_step(self, queue: MomentumQueue, images: Tensor, loss_options: SamplerOptions) -> Tensor:
         """One step of MoCo-v2 (``queue_mode: moco``; moco/builder.py's forward, then the update): the first views'
@@ -165,7 +164,8 @@ class TrainingStep:
         batch = self.context.gather_views(queries.float(), keys.float())
         anchor_mask = None if batch.anchor_mask is None else batch.anchor_mask[: len(batch.z1)]
         loss, stats = moco_sampler_loss(batch.z1, batch.z2, queue.keys, spec=self.spec, options=loss_options, anchor_mask=anchor_mask)
-        values = self.update(loss, stats)
+        (loss * self.context.loss_scale).backward()  # the one graph break, as in train
+        values = self.checked(loss, stats)
         queue.push_keys(batch.z2.detach(), keep=StepResult(values).finite)
         return values
 
