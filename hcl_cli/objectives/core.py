@@ -30,6 +30,10 @@ exist: :class:`PairBatch` here (two views of B images, above), and
 :class:`~hcl_cli.objectives.node_graph.NodeGraphBatch` (InfoGraph: the batch's nodes against its
 graphs, each node's positive its own graph), whose loss is the Jensen-Shannon objective of
 :mod:`~hcl_cli.objectives.infograph`.
+
+One room: the objective and the batch it reads share this notation, and the batch's masks and counts (a filling
+queue's columns left out, the positive pairs, M) are what the objective's arithmetic sums and divides by; apart, each
+half would restate the other's conventions.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from __future__ import annotations
 import abc
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -249,13 +253,8 @@ class PairBatch(ScoreBatch):
         self.masks = pair_masks(self.batch_size, z1.device, self.queue_size)
         if keys is not None and keys.queue_valid is not None:
             self.column_valid = torch.cat([self.masks.rows >= 0, keys.queue_valid])
-            self.masks = PairMasks(
-                self.masks.rows,
-                self.masks.partner,
-                self.masks.partner_pairs,
-                self.masks.negatives & self.column_valid,
-                self.masks.others & self.column_valid,
-            )
+            masks = self.masks
+            self.masks = replace(masks, negatives=masks.negatives & self.column_valid, others=masks.others & self.column_valid)
         self.labels = None if labels is None else torch.cat([labels, labels]).to(z1.device)
         """(2B,) the image labels of both views, or None."""
         self.candidate_labels = self.labels
