@@ -21,6 +21,9 @@ from hcl_cli.image.step import build_training as build_image_training
 from hcl_cli.modality import StepValues, modality_of
 from hcl_cli.objectives import contrastive_loss
 from hcl_cli.objectives.core import MomentumKeys
+from hcl_cli.objectives.loss import sampler_loss
+from hcl_cli.objectives.registry import SAMPLERS
+from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.stages import prepare
 from hcl_cli.training.builders import build_training
 
@@ -234,3 +237,30 @@ def test_the_compiled_simclr_step_gives_eager_mode_s_losses_in_two_graphs(rgb_fo
         assert compiled_values.loss == pytest.approx(values.loss, rel=1e-5)
     assert compiled[0].grad_norm == pytest.approx(eager[0].grad_norm, rel=1e-5)  # later ones after Adam's sign-like first update
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2, dict(torch._dynamo.utils.counters["stats"])
+
+
+@pytest.mark.parametrize(("sampler", "options"), MASKED_QUEUE_SETTINGS, ids=lambda value: str(value))
+@pytest.mark.parametrize("queue", ["in-batch", "filling-queue"])
+@pytest.mark.filterwarnings("ignore:.*functools.lru_cache")
+def test_every_sampler_s_loss_traces_into_one_graph(sampler: str, options: dict, queue: str) -> None:
+    """The loss of the compiled step (``sampler_loss``, the sampler loaded beforehand as the step loads it) has no graph
+    break: no ``cached_property`` (a lock on Python 3.11), no ``set_flush_denormal`` (ot), no read of a filling queue's
+    count (issue 43 item 2)."""
+    spec = SAMPLERS[sampler]
+    spec.load()
+    generator = torch.Generator().manual_seed(0)
+    z1, z2, k1, k2 = (torch.randn(6, 5, generator=generator) for _ in range(4))
+    labels = torch.tensor([0, 1, 2, 0, 1, 1])
+    keys = None
+    if queue == "filling-queue":
+        keys = MomentumKeys(
+            k1, k2, torch.randn(8, 5, generator=generator), torch.randint(0, 3, (8,), generator=generator), queue_valid=torch.arange(8) < 4
+        )
+    resolved = SamplerOptions.resolve(spec, {"ot_iterations": 3, **options, "momentum_keys": keys})
+
+    def loss(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        return sampler_loss(z1, z2, labels, spec=spec, options=resolved)[0]
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(loss)(z1, z2)
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), [reason.reason[:200] for reason in explanation.break_reasons]

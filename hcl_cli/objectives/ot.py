@@ -65,6 +65,8 @@ def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns
     says which columns exist: the coupling is then the one with the others' columns removed (the column marginal
     spread over those alone), with zero mass in the others.
     """
+    if torch.compiler.is_compiling():  # dynamo cannot trace set_flush_denormal (a graph break); exp_flushed zeroes the same
+        return _sinkhorn_rounds(cost, epsilon, iterations, columns)
     with subnormals_flushed():
         return _sinkhorn_rounds(cost, epsilon, iterations, columns)
 
