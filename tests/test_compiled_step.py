@@ -88,6 +88,35 @@ def test_the_simclr_augmentation_s_constants_are_made_before_the_step_is_compile
     assert key == (32, 32, 3, torch.device("cpu")) and isinstance(constants, Constants)
 
 
+def compiled_run(data: Path, tmp_path: Path, *options: str) -> str:
+    """The output of ``hcl pretrain --compile true`` for three epochs on small_cnn under ``TORCH_LOGS=recompiles,graph_breaks``."""
+    command = [sys.executable, "-m", "hcl_cli", "pretrain", "--data", str(data), "--out", str(tmp_path / "models")]
+    command += ["--live-dir", str(tmp_path / "live"), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
+    command += ["--device", "cpu", "--threads", "1", *options]
+    environment = {**os.environ, "TORCH_LOGS": "recompiles,graph_breaks", "OMP_NUM_THREADS": "1"}
+    finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    output = finished.stdout + finished.stderr
+    assert "3 epochs of 5 steps" in output, "three epochs, so that a guard on the epoch or the step would show"
+    return output
+
+
+BACKWARD_BREAK = "Dynamo currently does not support tracing `Tensor.backward()`"
+"""The one graph break of the compiled step (hcl_cli/image/step.py's ``compiled_step``)."""
+
+
+def assert_compiled_once_with_the_backward_break(output: str) -> None:
+    """No recompile, and the one graph break that ``TORCH_LOGS=graph_breaks`` reports is the backward's, at its line."""
+    assert "Recompiling function" not in output, output[-3000:]
+    places = re.findall(r"\[__graph_breaks\] Graph break.* in user code at (\S+)", output)
+    reasons = re.findall(r"\[__graph_breaks\] +Explanation: (.*)", output)
+    assert len(places) == 1 and len(reasons) == 1, output[-3000:]
+    assert all(reason.startswith(BACKWARD_BREAK) for reason in reasons), reasons
+    ((path, line),) = {tuple(place.rsplit(":", 1)) for place in places}
+    assert path.endswith(os.path.join("hcl_cli", "image", "step.py"))
+    assert ".backward()" in Path(path).read_text().splitlines()[int(line) - 1]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "schedule", [[], ["--optimizer", "sgd", "--lr", "0.03", "--lr-schedule", "cosine", "--warmup-epochs", "1"]], ids=["adam", "sgd-cosine"]
@@ -97,18 +126,9 @@ def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(
 ) -> None:
     """``hcl pretrain --compile true --queue-mode moco`` for three epochs: ``TORCH_LOGS=recompiles`` reports none (the
     queue's pointer moves on the device, its filled size never changes; issue 43 item 2), nor with MoCo-v2's SGD under a
-    warmed-up cosine schedule (the learning rate is one tensor, written in place). The graph breaks that remain
-    are the backward and torch's fused optimizer (``torch.compiler.disable``d by torch)."""
-    data = prepared_digits(0.9)
-    command = [sys.executable, "-m", "hcl_cli", "pretrain", "--data", str(data), "--out", str(tmp_path / "models")]
-    command += ["--live-dir", str(tmp_path / "live"), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
-    command += ["--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", "--device", "cpu", "--threads", "1", *schedule]
-    environment = {**os.environ, "TORCH_LOGS": "recompiles", "OMP_NUM_THREADS": "1"}
-    finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=1200)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    output = finished.stdout + finished.stderr
-    assert "3 epochs of 5 steps" in output, "three epochs, so that a guard on the epoch or the step would show"
-    assert "Recompiling function" not in output, output[-3000:]
+    warmed-up cosine schedule (the learning rate is one tensor, written in place). The one graph break is the backward."""
+    output = compiled_run(prepared_digits(0.9), tmp_path, "--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", *schedule)
+    assert_compiled_once_with_the_backward_break(output)
 
 
 MASKED_QUEUE_SETTINGS = [
@@ -146,35 +166,6 @@ def test_a_queue_masked_to_its_filled_rows_gives_the_loss_of_its_filled_part(sam
         gradients.append(anchors.grad)
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(gradients[1], gradients[0], rtol=1e-8, atol=1e-10)
-
-
-def compiled_run(data: Path, tmp_path: Path, *options: str) -> str:
-    """The output of ``hcl pretrain --compile true`` for three epochs on small_cnn under ``TORCH_LOGS=recompiles,graph_breaks``."""
-    command = [sys.executable, "-m", "hcl_cli", "pretrain", "--data", str(data), "--out", str(tmp_path / "models")]
-    command += ["--live-dir", str(tmp_path / "live"), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
-    command += ["--device", "cpu", "--threads", "1", *options]
-    environment = {**os.environ, "TORCH_LOGS": "recompiles,graph_breaks", "OMP_NUM_THREADS": "1"}
-    finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    output = finished.stdout + finished.stderr
-    assert "3 epochs of 5 steps" in output, "three epochs, so that a guard on the epoch or the step would show"
-    return output
-
-
-BACKWARD_BREAK = "Dynamo currently does not support tracing `Tensor.backward()`"
-"""The one graph break of the compiled step (hcl_cli/image/step.py's ``compiled_step``)."""
-
-
-def assert_compiled_once_with_the_backward_break(output: str) -> None:
-    """No recompile, and the one graph break that ``TORCH_LOGS=graph_breaks`` reports is the backward's, at its line."""
-    assert "Recompiling function" not in output, output[-3000:]
-    places = re.findall(r"\[__graph_breaks\] Graph break.* in user code at (\S+)", output)
-    reasons = re.findall(r"\[__graph_breaks\] +Explanation: (.*)", output)
-    assert len(places) == 1 and len(reasons) == 1, output[-3000:]
-    assert all(reason.startswith(BACKWARD_BREAK) for reason in reasons), reasons
-    ((path, line),) = {tuple(place.rsplit(":", 1)) for place in places}
-    assert path.endswith(os.path.join("hcl_cli", "image", "step.py"))
-    assert ".backward()" in Path(path).read_text().splitlines()[int(line) - 1]
 
 
 @pytest.mark.slow

@@ -64,7 +64,7 @@ class TrainingStep:
     bf16: bool = False
     """The encoder runs under bf16 autocast on channels_last views (``--precision``), else in float32."""
     compiled: bool = False
-    """Run :meth:`train` compiled whole (``--compile``; :func:`compiled_step`)."""
+    """Run :attr:`body` compiled (``--compile``; :func:`compiled_step`)."""
     compiled_train: Callable[[Tensor, Tensor, SamplerOptions], Tensor] | None = field(init=False, default=None, repr=False)
     scheduled: ScheduledValues | None = field(init=False, default=None, repr=False)
     """With ``--compile``: the sampler's scheduled values as tensors (:class:`ScheduledValues`)."""
@@ -98,17 +98,17 @@ class TrainingStep:
                 # diversity's and uncertainty's counts over the queue) take the filled part, compiled again as it fills
                 self.queue.masked = self.spec.key_features is None
             self.scheduled = ScheduledValues.of(self.spec, self.context.device)
-            self.compiled_train = compiled_step(self.train, self.context.device)
+            self.compiled_train = compiled_step(self.body, self.context.device)
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``images`` with the sampler options of the current epoch (:meth:`PretrainConfig.loss_options`,
         resolved once per epoch): the step adds its tensors and checks nothing. The gradients are cleared before
-        :meth:`train` and the optimizer's fused update (skipped on the device where :meth:`train` found a non-finite
+        :attr:`body` and the optimizer's fused update (skipped on the device where it found a non-finite
         value) runs after it, outside the compiled part: dynamo traces neither ``Optimizer.zero_grad`` nor torch's
         fused optimizers (``torch.compiler.disable``d), and each would break the graph."""
         self.optimizer.zero_grad()
         if self.compiled_train is None:
-            values = self.train(images, labels, loss_options)
+            values = self.body(images, labels, loss_options)
         else:
             if self.scheduled is not None:
                 loss_options = self.scheduled.written(loss_options)
@@ -117,11 +117,15 @@ class TrainingStep:
         self.optimizer.step()  # outside the compiled part: torch's fused kernels are compiler-disabled (graph breaks)
         return StepResult(values)
 
+    @property
+    def body(self) -> Callable[[Tensor, Tensor, SamplerOptions], Tensor]:
+        """The step itself up to the optimizer's update (compiled with ``--compile``): :meth:`train`, or with
+        ``queue_mode: moco`` :meth:`moco_step`; the values of its :class:`StepResult`. Chosen here, not by a call from
+        one to the other: a graph break inside a called function makes it a frame of its own, two more graphs."""
+        return self.moco_step if self.queue is not None and self.queue.moco else self.train
+
     def train(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> Tensor:
-        """The step itself (compiled with ``--compile``) up to the optimizer's update: augmentation, forward, loss,
-        backward, the finite check and the enqueue; the values of its :class:`StepResult`."""
-        if self.queue is not None and self.queue.moco:
-            return self.moco_step(self.queue, images, loss_options)
+        """Augmentation, forward, loss, backward, the finite check and the enqueue of a batch queue."""
         spec = self.spec
         views = self.augment(images.repeat(2, 1, 1, 1))  # both views in one call: each image's parameters are drawn per row
         if self.bf16:
@@ -146,14 +150,17 @@ class TrainingStep:
 
     def checked(self, loss: Tensor, stats: LossStats) -> Tensor:
         """After the backward: the check that the global loss and the gradients are finite, which the optimizer's update
-        after :meth:`train` reads (:func:`~hcl_cli.optimizer.finite_check`)."""
+        after :attr:`body` reads (:func:`~hcl_cli.optimizer.finite_check`)."""
         return finite_check(self.optimizer, self.context.reduce_sum(loss), stats.terms, stats.anchors_without_negatives)
 
-    def moco_step(self, queue: MomentumQueue, images: Tensor, loss_options: SamplerOptions) -> Tensor:
+    def moco_step(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> Tensor:
         """One step of MoCo-v2 (``queue_mode: moco``; moco/builder.py's forward, then the update): the first views'
         queries through the model, the key encoder moved one step of its average and its keys of the second views
         with shuffled BatchNorm, the loss of the queries against their keys and the K queued keys, and, after a
-        finite step, the global batch's keys enqueued."""
+        finite step, the global batch's keys enqueued. ``labels`` are not read (one positive per query: its key)."""
+        queue = self.queue
+        if queue is None:
+            raise ValueError("moco_step needs the momentum queue (--queue-size > 0, --queue-mode moco)")
         first, second = self.augment(images), self.augment(images)
         if self.bf16:
             first, second = (views.contiguous(memory_format=torch.channels_last) for views in (first, second))
@@ -255,9 +262,9 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
 def compiled_step(
     train: Callable[[Tensor, Tensor, SamplerOptions], Tensor], device: torch.device
 ) -> Callable[[Tensor, Tensor, SamplerOptions], Tensor]:
-    """``train`` compiled by ``torch.compile`` with static shapes: augmentation, forward and loss, backward (the
-    graph that AOTAutograd derives), the finite check and the enqueue, none of which reads anything back; the fused
-    update runs after it (:meth:`TrainingStep.__call__`). The one graph break is the backward call itself
+    """The step's body (``train``, :attr:`TrainingStep.body`) compiled by ``torch.compile`` with static shapes:
+    augmentation, forward and loss, backward (the graph that AOTAutograd derives), the finite check and the enqueue,
+    none of which reads anything back; the fused update runs after it (:meth:`TrainingStep.__call__`). The one graph break is the backward call itself
     (``Tensor.backward``, which dynamo does not trace: it ends the forward's graph, and the finite check is the next).
     Nothing the step reads changes between steps but tensors at fixed addresses (the queue's buffers, the scheduled
     values, the learning rate, ``found_inf``): it compiles once. On CUDA in ``reduce-overhead`` mode each graph is
