@@ -158,8 +158,15 @@ def update_where_finite(optimizer: SkipNonFinite, loss: Tensor, *diagnostics: Te
     """After the backward: ``[loss, grad norm, *diagnostics]`` as one float32 tensor on the device, and the optimizer's
     update applied only where the loss and the gradients' norm are finite (``found_inf``, decided on the device; nothing
     is read)."""
+    values = finite_check(optimizer, loss, *diagnostics)
+    optimizer.step()
+    return values
+
+
+def finite_check(optimizer: SkipNonFinite, loss: Tensor, *diagnostics: Tensor) -> Tensor:
+    """:func:`update_where_finite` without the update: the values, and ``found_inf`` written for the ``optimizer.step()``
+    that follows (a compiled image step ends here and takes the update outside: :mod:`hcl_cli.image.step`)."""
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(gradients(optimizer))))
     values = torch.stack([loss.detach().float(), norm.float(), *(value.float() for value in diagnostics)])
     optimizer.found_inf.copy_(~values[:2].isfinite().all())
-    optimizer.step()
     return values

@@ -75,6 +75,9 @@ class MomentumQueue(nn.Module):
         self.register_buffer("pointer", torch.zeros((), dtype=torch.int64, device=device), persistent=False)
         self.filled_rows = size if self.moco else 0
         """The keys in the queue, ``min(count, K)``, on the host; K from the start with ``moco`` (its random keys)."""
+        self.masked = False
+        """Give the whole queue, with the rows that hold keys marked on the device (:meth:`valid_rows`), rather than
+        its filled part: one shape from the first step on, so that a compiled step is not compiled again as it fills."""
 
     @property
     def pushed(self) -> int:
@@ -150,14 +153,21 @@ class MomentumQueue(nn.Module):
         last = slice(max(rows - self.size, 0), rows)
         slots = ((self.pointer + torch.arange(rows, device=self.keys.device)) % self.size)[last]
         self.pointer += rows
-        if self.filled_rows < self.size:  # unchanged once full
+        if not self.masked and self.filled_rows < self.size:  # unchanged once full (and never read when masked)
             self.filled_rows = min(self.filled_rows + rows, self.size)
         return slots, last
 
     def queued(self) -> tuple[Tensor, Tensor, Tensor]:
-        """The filled part of the queue: keys (K', d), labels (K',), features (K', e)."""
-        filled = self.filled()
+        """The filled part of the queue: keys (K', d), labels (K',), features (K', e); the whole queue when :attr:`masked`."""
+        filled = self.size if self.masked else self.filled()
         return self.keys[:filled], self.labels[:filled], self.features[:filled]
+
+    def valid_rows(self) -> Tensor | None:
+        """(K,) bool on the device, the rows that hold keys (``row < count``), when :attr:`masked`; else None (all of
+        :meth:`queued`'s rows do)."""
+        if not self.masked:
+            return None
+        return torch.arange(self.size, device=self.pointer.device) < self.pointer
 
 
 def write_rows(buffer: Tensor, slots: Tensor, rows: Tensor, keep: Tensor | None) -> None:

@@ -34,8 +34,8 @@ from hcl_cli.objectives.core import LossStats, MomentumKeys
 from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler
-from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite, update_where_finite
+from hcl_cli.objectives.sampler_options import SamplerOptions, defaults
+from hcl_cli.optimizer import OptimizerSettings, SkipNonFinite, finite_check
 from hcl_cli.runtime import uses_bf16
 
 
@@ -64,8 +64,10 @@ class TrainingStep:
     bf16: bool = False
     """The encoder runs under bf16 autocast on channels_last views (``--precision``), else in float32."""
     compiled: bool = False
-    """Run :meth:`train` compiled whole (``--compile``; :func:`compiled_step`)."""
+    """Run :attr:`body` compiled (``--compile``; :func:`compiled_step`)."""
     compiled_train: Callable[[Tensor, Tensor, SamplerOptions], Tensor] | None = field(init=False, default=None, repr=False)
+    scheduled: ScheduledValues | None = field(init=False, default=None, repr=False)
+    """With ``--compile``: the sampler's scheduled values as tensors (:class:`ScheduledValues`)."""
 
     @property
     def spec(self) -> Sampler:
@@ -92,22 +94,39 @@ class TrainingStep:
             if self.queue is not None:  # likewise
                 for buffer in self.queue.buffers(recurse=False):
                     torch._dynamo.mark_static_address(buffer)
-            self.compiled_train = compiled_step(self.train, self.context.device)
+                # the whole queue and its filled rows' mask, one shape as it fills; undimix's queued features (its
+                # diversity's and uncertainty's counts over the queue) take the filled part, compiled again as it fills
+                self.queue.masked = self.spec.key_features is None
+            self.scheduled = ScheduledValues.of(self.spec, self.context.device)
+            self.compiled_train = compiled_step(self.body, self.context.device)
 
     def __call__(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> StepResult:
         """Train on ``images`` with the sampler options of the current epoch (:meth:`PretrainConfig.loss_options`,
-        resolved once per epoch): the step adds its tensors and checks nothing."""
+        resolved once per epoch): the step adds its tensors and checks nothing. The gradients are cleared before
+        :attr:`body` and the optimizer's fused update (skipped on the device where it found a non-finite
+        value) runs after it, outside the compiled part: dynamo traces neither ``Optimizer.zero_grad`` nor torch's
+        fused optimizers (``torch.compiler.disable``d), and each would break the graph."""
+        self.optimizer.zero_grad()
         if self.compiled_train is None:
-            return StepResult(self.train(images, labels, loss_options))
-        torch.compiler.cudagraph_mark_step_begin()
-        return StepResult(self.compiled_train(images, labels, loss_options).clone())  # a CUDA graph's next replay overwrites it
+            values = self.body(images, labels, loss_options)
+        else:
+            if self.scheduled is not None:
+                loss_options = self.scheduled.written(loss_options)
+            torch.compiler.cudagraph_mark_step_begin()
+            values = self.compiled_train(images, labels, loss_options).clone()  # a CUDA graph's next replay overwrites it
+        self.optimizer.step()  # outside the compiled part: torch's fused kernels are compiler-disabled (graph breaks)
+        return StepResult(values)
+
+    @property
+    def body(self) -> Callable[[Tensor, Tensor, SamplerOptions], Tensor]:
+        """The step itself up to the optimizer's update (compiled with ``--compile``): :meth:`train`, or with
+        ``queue_mode: moco`` :meth:`moco_step`; the values of its :class:`StepResult`. Chosen here, not by a call from
+        one to the other: a graph break inside a called function makes it a frame of its own, two more graphs."""
+        return self.moco_step if self.queue is not None and self.queue.moco else self.train
 
     def train(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> Tensor:
-        """The step itself (compiled whole with ``--compile``): the values of its :class:`StepResult`."""
-        if self.queue is not None and self.queue.moco:
-            return self.moco_step(self.queue, images, loss_options)
+        """Augmentation, forward, loss, backward, the finite check and the enqueue of a batch queue."""
         spec = self.spec
-        self.optimizer.zero_grad()
         views = self.augment(images.repeat(2, 1, 1, 1))  # both views in one call: each image's parameters are drawn per row
         if self.bf16:
             views = views.contiguous(memory_format=torch.channels_last)
@@ -120,23 +139,28 @@ class TrainingStep:
         keys = None if self.queue is None else self.momentum_keys(self.queue, views, batch.labels is not None)
         options = loss_options.with_inputs(head_inputs=batch.head_inputs, momentum_keys=keys, **head, **self.learned)
         loss, stats = sampler_loss(batch.z1, batch.z2, batch.labels, spec=spec, options=options, anchor_mask=batch.anchor_mask)
-        values = self.update(loss, stats)
+        # The compiled step's one graph break: dynamo does not trace Tensor.backward (AOTAutograd compiled the backward of
+        # the graph before it; the graph after it is the finite check and the enqueue). Here, not in a method, so that
+        # dynamo makes two graphs, not four (a call that breaks is compiled again as a frame of its own).
+        (loss * self.context.loss_scale).backward()
+        values = self.checked(loss, stats)
         if self.queue is not None and keys is not None:
             self.enqueue(self.queue, keys, batch.labels, StepResult(values).finite)
         return values
 
-    def update(self, loss: Tensor, stats: LossStats) -> Tensor:
-        """Backward, then the optimizer's update where the global loss and the gradients are finite (:func:`update_where_finite`)."""
-        (loss * self.context.loss_scale).backward()
-        global_loss = self.context.reduce_sum(loss)
-        return update_where_finite(self.optimizer, global_loss, stats.terms, stats.anchors_without_negatives)
+    def checked(self, loss: Tensor, stats: LossStats) -> Tensor:
+        """After the backward: the check that the global loss and the gradients are finite, which the optimizer's update
+        after :attr:`body` reads (:func:`~hcl_cli.optimizer.finite_check`)."""
+        return finite_check(self.optimizer, self.context.reduce_sum(loss), stats.terms, stats.anchors_without_negatives)
 
-    def moco_step(self, queue: MomentumQueue, images: Tensor, loss_options: SamplerOptions) -> Tensor:
+    def moco_step(self, images: Tensor, labels: Tensor, loss_options: SamplerOptions) -> Tensor:
         """One step of MoCo-v2 (``queue_mode: moco``; moco/builder.py's forward, then the update): the first views'
         queries through the model, the key encoder moved one step of its average and its keys of the second views
         with shuffled BatchNorm, the loss of the queries against their keys and the K queued keys, and, after a
-        finite step, the global batch's keys enqueued."""
-        self.optimizer.zero_grad()
+        finite step, the global batch's keys enqueued. ``labels`` are not read (one positive per query: its key)."""
+        queue = self.queue
+        if queue is None:
+            raise ValueError("moco_step needs the momentum queue (--queue-size > 0, --queue-mode moco)")
         first, second = self.augment(images), self.augment(images)
         if self.bf16:
             first, second = (views.contiguous(memory_format=torch.channels_last) for views in (first, second))
@@ -147,7 +171,8 @@ class TrainingStep:
         batch = self.context.gather_views(queries.float(), keys.float())
         anchor_mask = None if batch.anchor_mask is None else batch.anchor_mask[: len(batch.z1)]
         loss, stats = moco_sampler_loss(batch.z1, batch.z2, queue.keys, spec=self.spec, options=loss_options, anchor_mask=anchor_mask)
-        values = self.update(loss, stats)
+        (loss * self.context.loss_scale).backward()  # the one graph break, as in train
+        values = self.checked(loss, stats)
         queue.push_keys(batch.z2.detach(), keep=StepResult(values).finite)
         return values
 
@@ -161,7 +186,13 @@ class TrainingStep:
         head_inputs = tuple(self.context.gather_rows(hidden.float()).chunk(2)) if spec.head_inputs else None
         queued, queued_labels, queued_features = queue.queued()
         return MomentumKeys(
-            k1, k2, queued, queued_labels if labelled else None, head_inputs, queued_features if spec.key_features else None
+            k1,
+            k2,
+            queued,
+            queued_labels if labelled else None,
+            head_inputs,
+            queued_features if spec.key_features else None,
+            queue.valid_rows(),
         )
 
     def enqueue(self, queue: MomentumQueue, keys: MomentumKeys, labels: Tensor | None, keep: Tensor) -> None:
@@ -171,6 +202,34 @@ class TrainingStep:
         features_of = self.spec.load_key_features()
         features = None if features_of is None or keys.head_inputs is None else features_of(batch_keys, torch.cat(keys.head_inputs))
         queue.push(batch_keys, labels, features, keep=keep)
+
+
+@dataclass
+class ScheduledValues:
+    """A compiled step's scheduled sampler values (``beta`` of hucl and hscl, annealed by ``--anneal``; hscl-threshold's
+    ``threshold``), each a 0-d float32 tensor on the device at one address for the whole run, written in place when the
+    epoch's value changes. The compiled step reads them as inputs: as numbers they would be guards, and every epoch
+    that changes one would compile the step again (an eager step keeps the numbers, and their arithmetic)."""
+
+    tensors: dict[str, Tensor]
+    values: dict[str, float] = field(default_factory=dict)
+    """The value each tensor holds."""
+
+    @classmethod
+    def of(cls, spec: Sampler, device: torch.device) -> ScheduledValues:
+        names = spec.schedule(defaults(), 0, 1) if spec.schedule is not None else {}
+        tensors = {name: torch.zeros((), device=device) for name in names}
+        for tensor in tensors.values():
+            torch._dynamo.mark_static_address(tensor)
+        return cls(tensors)
+
+    def written(self, options: SamplerOptions) -> SamplerOptions:
+        """``options`` with the scheduled values as the tensors, written first where the value changed."""
+        for name, tensor in self.tensors.items():
+            if self.values.get(name) != options[name]:
+                tensor.fill_(options[name])
+                self.values[name] = options[name]
+        return options.replaced(self.tensors, {}) if self.tensors else options
 
 
 def build_training(config: PretrainConfig, card: DatasetCard, context: DistributedContext) -> tuple[ContrastiveModel, TrainingStep]:
@@ -203,11 +262,14 @@ def build_training(config: PretrainConfig, card: DatasetCard, context: Distribut
 def compiled_step(
     train: Callable[[Tensor, Tensor, SamplerOptions], Tensor], device: torch.device
 ) -> Callable[[Tensor, Tensor, SamplerOptions], Tensor]:
-    """``train`` compiled by ``torch.compile`` with static shapes: augmentation, forward and loss, backward (the
-    graph that AOTAutograd derives), and the optimizer's fused update, none of which reads anything back. The one
-    graph break is the backward call itself (``Tensor.backward``: dynamo ends the forward's graph there and the update
-    is the next). On CUDA in ``reduce-overhead`` mode each graph is replayed as a CUDA graph, one launch where eager
-    mode launches every kernel from the host. The functions the step calls through a cache (constants, masks) are
-    pure, so tracing through the cache, which dynamo warns of, is what they mean."""
+    """The step's body (``train``, :attr:`TrainingStep.body`) compiled by ``torch.compile`` with static shapes:
+    augmentation, forward and loss, backward (the graph that AOTAutograd derives), the finite check and the enqueue,
+    none of which reads anything back; the fused update runs after it (:meth:`TrainingStep.__call__`). The one graph break is the backward call itself
+    (``Tensor.backward``, which dynamo does not trace: it ends the forward's graph, and the finite check is the next).
+    Nothing the step reads changes between steps but tensors at fixed addresses (the queue's buffers, the scheduled
+    values, the learning rate, ``found_inf``): it compiles once. On CUDA in ``reduce-overhead`` mode each graph is
+    replayed as a CUDA graph, one launch where eager mode launches every kernel from the host. The functions the step
+    calls through a cache (constants, masks) are pure, so tracing through the cache, which dynamo warns of, is what
+    they mean."""
     warnings.filterwarnings("ignore", message=r".*functools\.lru_cache.*-wrapped function")
     return torch.compile(train, mode="reduce-overhead" if device.type == "cuda" else None, dynamic=False)

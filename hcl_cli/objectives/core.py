@@ -30,6 +30,10 @@ exist: :class:`PairBatch` here (two views of B images, above), and
 :class:`~hcl_cli.objectives.node_graph.NodeGraphBatch` (InfoGraph: the batch's nodes against its
 graphs, each node's positive its own graph), whose loss is the Jensen-Shannon objective of
 :mod:`~hcl_cli.objectives.infograph`.
+
+One room: the objective and the batch it reads share this notation, and the batch's masks and counts (a filling
+queue's columns left out, the positive pairs, M) are what the objective's arithmetic sums and divides by; apart, each
+half would restate the other's conventions.
 """
 
 from __future__ import annotations
@@ -37,14 +41,14 @@ from __future__ import annotations
 import abc
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.kernels import nce_terms, row_logsumexp, tilted_log_mean, unit_rows
+from hcl_cli.objectives.kernels import log_count, nce_terms, row_logsumexp, tilted_log_mean, unit_rows
 from hcl_cli.runtime import constant
 
 Objective = Literal["nce", "bcl"]
@@ -129,6 +133,9 @@ class MomentumKeys:
     """The key encoder's inputs of its head's last layer for both views (undimix)."""
     queue_features: Tensor | None = None
     """(K, e) what the sampler's ``key_features`` gave for each queued key when it was a batch key (undimix)."""
+    queue_valid: Tensor | None = None
+    """(K,) bool: the queue's rows that hold keys, the others left out of every distribution and count as though the
+    queue were those rows alone (a compiled step's queue while it fills: one shape throughout); None: every row."""
 
     @property
     def queue_size(self) -> int:
@@ -160,11 +167,14 @@ class ScoreBatch(abc.ABC):
     queue_size: int = 0
     unit: bool = True
     """Whether anchors and candidates are unit vectors (so that squared distances lie in [0, 4])."""
+    column_valid: Tensor | None = None
+    """(m,) bool: the candidates that exist (a filling queue's rows left out: :attr:`MomentumKeys.queue_valid`); None: all."""
+    _same_label: Tensor | None = None
 
     @property
     @abc.abstractmethod
-    def num_negatives(self) -> int:
-        """M, the number of candidates each anchor contrasts with."""
+    def num_negatives(self) -> int | Tensor:
+        """M, the number of candidates each anchor contrasts with (a 0-d tensor where :attr:`column_valid` counts it)."""
 
     @property
     @abc.abstractmethod
@@ -184,7 +194,7 @@ class ScoreBatch(abc.ABC):
     @property
     def uniform_log_normaliser(self) -> Tensor:
         """(n,) ``log M``: the ``logsumexp`` of every row of :attr:`uniform` (each anchor has M negatives)."""
-        return constant(math.log(self.num_negatives), self.compute_dtype, self.logits.device).expand(self.num_anchors)
+        return log_count(self.num_negatives, self.compute_dtype, self.logits.device).expand(self.num_anchors)
 
     @property
     def labelled(self) -> Tensor:
@@ -203,16 +213,22 @@ class ScoreBatch(abc.ABC):
         anchors = self.masks.rows.repeat_interleave(self.logits.shape[1])  # an int's repeats: no read-back
         return anchors, torch.arange(len(anchors), device=anchors.device), (self.same_label & self.masks.others).reshape(-1)
 
-    @functools.cached_property
+    @property
     def same_label(self) -> Tensor:
         """(n, m) bool: the (anchor, candidate) pairs of one label, self included, once per batch for the positives and a
-        supervised sampler's support."""
-        return self.labelled[:, None] == self.candidate_labels[None, :]
+        supervised sampler's support (kept in the instance by hand: ``functools.cached_property`` takes a lock on
+        Python 3.11, a graph break in a compiled step)."""
+        if self._same_label is None:
+            same = self.labelled[:, None] == self.candidate_labels[None, :]
+            self._same_label = same if self.column_valid is None else same & self.column_valid
+        return self._same_label
 
 
 class PairBatch(ScoreBatch):
     """One batch of two views and its candidates, prepared once for the sampler and the objective (in ``compute_dtype``, as
     every :class:`ScoreBatch`, so the loss stays finite at low temperature)."""
+
+    _cosine: Tensor | None = None
 
     def __init__(self, z1: Tensor, z2: Tensor, labels: Tensor | None, temperature: float, keys: MomentumKeys | None = None) -> None:
         self.batch_size = z1.shape[0]
@@ -235,6 +251,10 @@ class PairBatch(ScoreBatch):
         self.logits = (self.z / constant(temperature, self.compute_dtype, z1.device)) @ self.candidates.T
         """(2B, 2B + K) s_ij = z_i.c_j / t (the temperature divides the (2B, d) anchors, not the (2B, 2B + K) product)."""
         self.masks = pair_masks(self.batch_size, z1.device, self.queue_size)
+        if keys is not None and keys.queue_valid is not None:
+            self.column_valid = torch.cat([self.masks.rows >= 0, keys.queue_valid])
+            masks = self.masks
+            self.masks = replace(masks, negatives=masks.negatives & self.column_valid, others=masks.others & self.column_valid)
         self.labels = None if labels is None else torch.cat([labels, labels]).to(z1.device)
         """(2B,) the image labels of both views, or None."""
         self.candidate_labels = self.labels
@@ -242,21 +262,29 @@ class PairBatch(ScoreBatch):
         if self.labels is not None and keys is not None and keys.queue_labels is not None:
             self.candidate_labels = torch.cat([self.labels, keys.queue_labels.to(z1.device)])
 
-    @functools.cached_property
+    @property
     def cosine(self) -> Tensor:  # type: ignore[override]
         """(2B, 2B + K) z_i.c_j, as ``t s_ij``, for the samplers and objectives that read it; with gradients enabled, so that
-        a sampler that reads it first under ``no_grad`` (ot) does not cache a copy without gradient for the objective (bcl)."""
-        with torch.enable_grad():
-            return self.logits * self.temperature
+        a sampler that reads it first under ``no_grad`` (ot) does not cache a copy without gradient for the objective (bcl).
+        Made once (as :attr:`same_label` is)."""
+        if self._cosine is None:
+            with torch.enable_grad():
+                self._cosine = self.logits * self.temperature
+        return self._cosine
 
     @property
-    def num_negatives(self) -> int:
-        """M = N = 2B - 2 + K, the number of candidates each anchor contrasts with."""
+    def num_negatives(self) -> int | Tensor:
+        """M = N = 2B - 2 + K, the number of candidates each anchor contrasts with (K the queue's filled rows, counted on
+        the device where :attr:`column_valid` marks them)."""
+        if self.column_valid is not None:
+            return self.column_valid.sum() - 2
         return 2 * self.batch_size - 2 + self.queue_size
 
     @property
     def uniform(self) -> Tensor:
         """(2B, 2B + K) the cached log-weights of the uniform distribution over each anchor's negatives."""
+        if self.column_valid is not None:
+            return uniform_on(self.masks.negatives, self.compute_dtype)
         return uniform_log_weights(self.batch_size, self.cosine.device, self.compute_dtype, self.queue_size)
 
     def sq_cost(self) -> Tensor:
@@ -279,8 +307,9 @@ class NegativeWeights:
     """(n,) ``logsumexp`` of each row of ``log_weights`` where the sampler knows it without a pass over
     the matrix (uniform weights: the log of the support's size; rows already normalised: 0); None:
     the objective computes it."""
-    tilt: float | None = None
-    """``log_weights`` is ``tilt * logits`` on its support (exponential tilting, ``exp(beta s_ij)``), differentiable
+    tilt: float | Tensor | None = None
+    """``log_weights`` is ``tilt * logits`` on its support (exponential tilting, ``exp(beta s_ij)``; a 0-d tensor in a
+    compiled step, whose scheduled beta is one), differentiable
     through the logits alone, or detached: then ``nce`` takes its gradient in one step (:class:`~hcl_cli.objectives.kernels.TiltedLogMean`).
     None: any other weights."""
 

@@ -26,8 +26,9 @@ from torch import Tensor
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
-Restrict = Callable[[Tensor, float], Tensor]
-"""``restrict(matrix, scale)``: ``scale * matrix`` on a sampler's support, ``-inf`` elsewhere, as a new tensor."""
+Restrict = Callable[[Tensor, float | Tensor], Tensor]
+"""``restrict(matrix, scale)``: ``scale * matrix`` on a sampler's support, ``-inf`` elsewhere, as a new tensor (``scale`` a
+number, or a 0-d tensor: a compiled step's scheduled beta)."""
 
 
 def tilted_weights(
@@ -63,4 +64,10 @@ def debiased(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
 def hucl(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """HCL's hard negatives: weights ``exp(beta s_ij)`` over all negatives, with tau+ debiasing."""
     uniform = batch.uniform
-    return tilted_weights(batch, lambda matrix, scale: torch.add(uniform, matrix, alpha=scale), options, debiased=True)
+    return tilted_weights(batch, lambda matrix, scale: scaled_add(uniform, matrix, scale), options, debiased=True)
+
+
+def scaled_add(base: Tensor, matrix: Tensor, scale: float | Tensor) -> Tensor:
+    """``base + scale * matrix``: ``torch.add``'s ``alpha`` for a number, a product for a 0-d tensor (a compiled step's
+    scheduled beta, :class:`~hcl_cli.image.step.ScheduledValues`, which ``alpha`` does not take)."""
+    return torch.add(base, matrix, alpha=scale) if not isinstance(scale, Tensor) else base + matrix * scale.to(matrix.dtype)

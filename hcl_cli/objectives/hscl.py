@@ -34,6 +34,7 @@ from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, uniform_on
 from hcl_cli.objectives.hcl import tilted_weights
 from hcl_cli.objectives.sampler_options import SamplerOptions
+from hcl_cli.runtime import constant
 
 
 def different_label_support(batch: ScoreBatch) -> tuple[Callable[[Tensor], Tensor], Tensor, Tensor]:
@@ -45,16 +46,19 @@ def different_label_support(batch: ScoreBatch) -> tuple[Callable[[Tensor], Tenso
     the candidates' (its own key or row; a node's own graph), so an anchor has no different-label
     candidate exactly when all candidates share one label: validity is one flag for the batch.
     Such a batch keeps every candidate (0 is written instead of ``-inf``): finite placeholder rows,
-    ignored by the objective.
+    ignored by the objective. Candidates that do not exist (:attr:`~hcl_cli.objectives.core.ScoreBatch.column_valid`)
+    are always ``-inf``.
     """
-    labels, candidates = batch.labelled, batch.candidate_labels
-    has_negatives = (candidates != candidates[0]).any()
+    labels, candidates, valid = batch.labelled, batch.candidate_labels, batch.column_valid
+    different = candidates != candidates[0]
+    has_negatives = (different if valid is None else different & valid).any()
     same = batch.same_label
     fill = torch.where(has_negatives, -math.inf, 0.0).to(batch.compute_dtype)
-    sizes = len(candidates) - torch.where(has_negatives, same.sum(dim=1), 0)
+    sizes = (len(candidates) if valid is None else valid.sum()) - torch.where(has_negatives, same.sum(dim=1), 0)
 
     def exclude(matrix: Tensor) -> Tensor:
-        return torch.where(same, fill, matrix)  # not masked_fill: its tensor value is read on the host
+        kept = torch.where(same, fill, matrix)  # not masked_fill: its tensor value is read on the host
+        return kept if valid is None else torch.where(valid, kept, constant(-math.inf, kept.dtype, kept.device))
 
     return exclude, has_negatives.expand(len(labels)), sizes.to(batch.compute_dtype).log()
 
@@ -85,6 +89,7 @@ def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeight
     exclude, anchor_valid, _ = different_label_support(batch)
     cosine = exclude(batch.cosine.detach().clone())
     reached = cosine.amax(dim=1, keepdim=True) >= options.threshold
-    support = cosine >= torch.where(reached, cosine.new_full((), options.threshold), torch.finfo(cosine.dtype).min)
+    threshold = torch.as_tensor(options.threshold, dtype=cosine.dtype, device=cosine.device)  # a number, or a compiled step's 0-d tensor
+    support = cosine >= torch.where(reached, threshold, torch.finfo(cosine.dtype).min)
     sizes = support.sum(dim=1, dtype=torch.int32)
     return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid, log_normaliser=sizes.to(batch.compute_dtype).log())

@@ -23,6 +23,12 @@ NORMALIZE_EPS = 1e-12
 """``F.normalize``'s default ``eps``: the smallest norm a row is divided by."""
 
 
+def log_count(count: int | Tensor, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """0-d ``log count`` in ``dtype``: the cached constant of a number, or the log of a 0-d count on the device (taken in
+    float64, as ``math.log`` takes a number's)."""
+    return constant(math.log(count), dtype, device) if not isinstance(count, Tensor) else count.double().log().to(dtype)
+
+
 class UnitRows(torch.autograd.Function):
     """``F.normalize(x, dim=1)``, ``z = x / max(||x_i||, eps)``, with its gradient written out: ``(g - z (z.g)) / ||x_i||``
     by row (``g / eps`` on a row shorter than eps, where the norm is clamped), in place of autograd's walk back through
@@ -98,7 +104,7 @@ class TiltedLogMean(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: torch.autograd.function.FunctionCtx, log_weights: Tensor, logits: Tensor, tilt: float, through_weights: bool
+        ctx: torch.autograd.function.FunctionCtx, log_weights: Tensor, logits: Tensor, tilt: float | Tensor, through_weights: bool
     ) -> Tensor:
         weights, log_normaliser = softmax_logsumexp(log_weights)
         tilted, log_total = softmax_logsumexp(log_weights + logits)
@@ -112,12 +118,17 @@ class TiltedLogMean(torch.autograd.Function):
         weights, tilted = ctx.saved_tensors
         if not ctx.through_weights:
             return None, tilted * gradient[:, None], None, None
-        logits_gradient = tilted * (gradient * constant(1.0 + ctx.tilt, gradient.dtype, gradient.device))[:, None]
-        return None, logits_gradient.addcmul_(weights, gradient[:, None], value=-ctx.tilt), None, None
+        tilt = ctx.tilt
+        if isinstance(tilt, Tensor):  # a compiled step's scheduled beta (hcl_cli.image.step.ScheduledValues)
+            logits_gradient = tilted * (gradient * (1.0 + tilt).to(gradient.dtype))[:, None]
+            return None, logits_gradient.sub_(weights * (gradient * tilt.to(gradient.dtype))[:, None]), None, None
+        logits_gradient = tilted * (gradient * constant(1.0 + tilt, gradient.dtype, gradient.device))[:, None]
+        return None, logits_gradient.addcmul_(weights, gradient[:, None], value=-tilt), None, None
 
 
-def tilted_log_mean(log_weights: Tensor, logits: Tensor, tilt: float) -> Tensor:
-    """(n,) :class:`TiltedLogMean`: its gradient runs through the weights where ``log_weights`` requires one."""
+def tilted_log_mean(log_weights: Tensor, logits: Tensor, tilt: float | Tensor) -> Tensor:
+    """(n,) :class:`TiltedLogMean`: its gradient runs through the weights where ``log_weights`` requires one. ``tilt`` is a
+    number, or a 0-d tensor (a compiled step's scheduled beta, which changes without a recompile)."""
     return TiltedLogMean.apply(log_weights, logits, tilt, log_weights.requires_grad)
 
 
@@ -140,7 +151,7 @@ class NceTerms(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx,
         log_mean: Tensor,
         positive_logits: Tensor,
-        num_negatives: int,
+        num_negatives: int | Tensor,
         tau_plus: float | None,
         floor: float,
     ) -> Tensor:
@@ -163,7 +174,7 @@ class NceTerms(torch.autograd.Function):
             debiased = torch.where(corrects, corrected, value(floor))
             inverse = ratio.neg_().add_(value(1.0)).reciprocal_()
             mean_slope, positive_slope = torch.where(corrects, inverse, value(0.0)), torch.where(corrects, inverse, value(1.0))
-        exponent = value(math.log(num_negatives)) + debiased - positive_logits
+        exponent = log_count(num_negatives, log_mean.dtype, log_mean.device) + debiased - positive_logits
         ctx.save_for_backward(exponent, mean_slope, positive_slope)
         return F.softplus(exponent)
 
@@ -177,7 +188,7 @@ class NceTerms(torch.autograd.Function):
         return mean_gradient, positive_gradient, None, None, None
 
 
-def nce_terms(log_mean: Tensor, positive_logits: Tensor, num_negatives: int, tau_plus: float | None, floor: float) -> Tensor:
-    """(n,) :class:`NceTerms` for ``M = num_negatives``: debiased with ``tau_plus`` and ``floor`` (``-1/t``), or plain when
+def nce_terms(log_mean: Tensor, positive_logits: Tensor, num_negatives: int | Tensor, tau_plus: float | None, floor: float) -> Tensor:
+    """(n,) :class:`NceTerms` for ``M = num_negatives`` (a number, or a 0-d count on the device): debiased with ``tau_plus`` and ``floor`` (``-1/t``), or plain when
     ``tau_plus`` is None."""
     return NceTerms.apply(log_mean, positive_logits, num_negatives, tau_plus, floor)

@@ -44,10 +44,11 @@ from torch import Tensor
 
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
+from hcl_cli.objectives.kernels import log_count
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 
-def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
+def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None) -> Tensor:
     """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
     Sinkhorn-Knopp (Cuturi 2013) in the log domain: ``iterations`` rounds of the column update then
@@ -62,10 +63,14 @@ def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int) -> Tens
     loop early (a read per round would stall a GPU at every round; none at all would run every
     round of a long budget, such as the graph presets' 1000). ``+inf`` costs get
     zero mass. Kernel entries below ``tiny`` count as zero, so the rounds run with subnormals
-    flushed (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`.
+    flushed (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`. ``columns`` (m,) bool, where given,
+    says which columns exist: the coupling is then the one with the others' columns removed (the column marginal
+    spread over those alone), with zero mass in the others.
     """
+    if torch.compiler.is_compiling():  # dynamo cannot trace set_flush_denormal (a graph break); exp_flushed zeroes the same
+        return _sinkhorn_rounds(cost, epsilon, iterations, columns)
     with subnormals_flushed():
-        return _sinkhorn_rounds(cost, epsilon, iterations)
+        return _sinkhorn_rounds(cost, epsilon, iterations, columns)
 
 
 @contextlib.contextmanager
@@ -121,26 +126,29 @@ _UNDERFLOWING_EXPONENT = {
 
 SETTLED_READ_EVERY = 50
 """Rounds between the host's reads of Sinkhorn's stopping test: none within the image presets' 50 rounds; a graph
-preset's 1000 end within 50 rounds of settling."""
+preset's 1000 end within 50 rounds of settling. A compiled step never reads it (a read would break its graph)."""
 
 
-def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int) -> Tensor:
+def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None) -> Tensor:
     """The body of :func:`sinkhorn_log_coupling`: the rounds move ``log P = log K + f + g`` itself by each update of the
     potentials, whose steps shrink as it converges, so the entries that carry mass stay near ``log(1/(n m))``, where
     float32 resolves them finely, rather than being sums of potentials of hundreds (a log-kernel spanning e^600)."""
     log_coupling = -cost / epsilon
-    rows, columns = log_coupling.shape
-    log_row_marginal, log_column_marginal = -math.log(rows), -math.log(columns)
-    tolerance = math.sqrt(torch.finfo(cost.dtype).eps)
+    rows = log_coupling.shape[0]
     zero = torch.zeros((), dtype=cost.dtype, device=cost.device)
+    log_row_marginal = -math.log(rows)
+    log_column_marginal = -math.log(log_coupling.shape[1]) if columns is None else -log_count(columns.sum(), cost.dtype, cost.device)
     settled = torch.zeros((), dtype=torch.bool, device=cost.device)
+    tolerance = math.sqrt(torch.finfo(cost.dtype).eps)
+    reads = not torch.compiler.is_compiling()
     for done in range(1, iterations + 1):
         column_step = log_column_marginal - logsumexp_flushed(log_coupling, dim=0)
-        log_coupling = log_coupling + torch.where(settled, zero, column_step)[None, :]
+        kept = settled if columns is None else settled | ~columns  # a column that does not exist keeps its -inf (not inf - inf)
+        log_coupling = log_coupling + torch.where(kept, zero, column_step)[None, :]
         row_step = log_row_marginal - logsumexp_flushed(log_coupling, dim=1)
         log_coupling = log_coupling + torch.where(settled, zero, row_step)[:, None]
         settled = settled | (torch.linalg.vector_norm(row_step, math.inf) < tolerance)
-        if done % SETTLED_READ_EVERY == 0 and done < iterations and bool(settled):
+        if reads and done % SETTLED_READ_EVERY == 0 and done < iterations and bool(settled):
             break  # the rounds left would add zeros
     return log_coupling
 
@@ -163,6 +171,6 @@ def ot(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """q(j|i) = n P_ij from the entropic OT coupling of the n anchors with their candidates (n = 2B; the batch itself in-batch).
 
     Sinkhorn ends on the row update, so every row of q sums to 1 to rounding: its ``log_normaliser`` is 0."""
-    log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations)
+    log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations, batch.column_valid)
     rows_sum_to_one = torch.zeros(batch.num_anchors, dtype=log_coupling.dtype, device=log_coupling.device)
     return NegativeWeights(log_coupling + math.log(batch.num_anchors), debiased=True, log_normaliser=rows_sum_to_one)
