@@ -89,7 +89,8 @@ def hscl_threshold(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeight
     exclude, anchor_valid, _ = different_label_support(batch)
     cosine = exclude(batch.cosine.detach().clone())
     reached = cosine.amax(dim=1, keepdim=True) >= options.threshold
-    threshold = torch.as_tensor(options.threshold, dtype=cosine.dtype, device=cosine.device)  # a number, or a compiled step's 0-d tensor
+    threshold = options.threshold  # a number, or a compiled step's 0-d tensor (a number made into one on the host would be copied)
+    threshold = threshold.to(cosine.dtype) if isinstance(threshold, Tensor) else cosine.new_full((), threshold)
     support = cosine >= torch.where(reached, threshold, torch.finfo(cosine.dtype).min)
     sizes = support.sum(dim=1, dtype=torch.int32)
     return NegativeWeights(uniform_on(support, batch.compute_dtype), anchor_valid, log_normaliser=sizes.to(batch.compute_dtype).log())

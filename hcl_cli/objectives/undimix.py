@@ -100,6 +100,7 @@ from hcl_cli.objectives.core import NegativeWeights, PairBatch, ScoreBatch
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, undimix_weight_values
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.objectives.undimix_diversity import DIVERSITY_READINGS
+from hcl_cli.runtime import constant
 
 
 def cross_view_logits(unit: Tensor, size: int) -> Tensor:
@@ -229,12 +230,6 @@ def excluded_pairs(batch: PairBatch) -> tuple[Tensor, Tensor]:
     return torch.cat([rows, rows]), torch.cat([rows, batch.masks.partner])
 
 
-def filled(like: Tensor, value: float) -> Tensor:
-    """A 0-dim tensor of ``value`` made on ``like``'s device by a fill: ``new_tensor`` copies it from the host, on CUDA a
-    blocking copy (a host sync) each step."""
-    return torch.full((), value, dtype=like.dtype, device=like.device)
-
-
 def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
     """Per row, ``(scale, offset)`` (n, 1) with ``scores * scale + offset`` scaled to [0, 1] over the row's negatives
     (``(s - low) / (high - low)``); a constant row gets 0 and 0. Affine, so that :func:`importance` mixes the
@@ -242,9 +237,9 @@ def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor]) -> t
 
     The non-negatives of each row (``excluded``: the anchor and its partner, or a node's own graph) are set to ``+inf`` for the minimum and ``-inf`` for the
     maximum, so only whole-row reductions run; ``scores`` is left with 0 there (:func:`importance` zeroes them)."""
-    low = scores.index_put_(excluded, filled(scores, math.inf)).amin(dim=1, keepdim=True)
-    high = scores.index_put_(excluded, filled(scores, -math.inf)).amax(dim=1, keepdim=True)
-    scores.index_put_(excluded, filled(scores, 0.0))
+    low = scores.index_put_(excluded, constant(math.inf, scores.dtype, scores.device)).amin(dim=1, keepdim=True)
+    high = scores.index_put_(excluded, constant(-math.inf, scores.dtype, scores.device)).amax(dim=1, keepdim=True)
+    scores.index_put_(excluded, constant(0.0, scores.dtype, scores.device))
     span = high - low
     scale = torch.where(span > 0, 1.0 / span, 0.0)
     return scale, -low * scale
@@ -274,7 +269,7 @@ def mixing_weights(batch: ScoreBatch, options: SamplerOptions) -> Tensor:
     """(3,) lambda, a convex combination: ``undimix_weights / sum(undimix_weights)``, or with ``undimix_learned`` the
     softmax of ``undimix_attention`` over the parts of positive ``undimix_weights`` (differentiable in the attention logits)."""
     device = batch.masks.rows.device
-    fixed = torch.stack([torch.full((), weight, dtype=batch.compute_dtype, device=device) for weight in options.undimix_weights])
+    fixed = torch.stack([constant(weight, batch.compute_dtype, device) for weight in options.undimix_weights])
     if not options.undimix_learned:
         return fixed / fixed.sum()
     attention = options.undimix_attention
@@ -305,7 +300,7 @@ def importance(
     for k, values, scale, _ in parts:
         combined = values * (mix[k] * scale) if combined is None else combined.addcmul_(values, mix[k] * scale)
     combined.add_(sum(mix[k] * part_offset for k, _, _, part_offset in parts))
-    return combined.index_put_(excluded, filled(combined, 0.0))
+    return combined.index_put_(excluded, constant(0.0, combined.dtype, combined.device))
 
 
 def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
@@ -329,5 +324,5 @@ def importance_weights(batch: ScoreBatch, combined: Tensor, excluded: tuple[Tens
         log_weights = torch.where(positive | ~weighted, log_weights, -math.inf)
     else:
         log_weights = combined.clamp_(min=0.0).add_(~weighted).log_().sub_(log_mean)
-    log_weights.index_put_(excluded, filled(log_weights, -math.inf))
+    log_weights.index_put_(excluded, constant(-math.inf, log_weights.dtype, log_weights.device))
     return NegativeWeights(log_weights, log_normaliser=batch.uniform_log_normaliser)
