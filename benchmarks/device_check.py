@@ -53,7 +53,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import common
 from benchmarks.bench_pretrain import write_synthetic_image_folder
-from benchmarks.common import cpu_count, load_average, prepared, synchronize, timed_epochs, training_run, write_result
+from benchmarks.common import cpu_count, load_average, portable, prepared, synchronize, timed_epochs, training_run, write_result
 from benchmarks.reproduce import STOPPED_BY_BUDGET
 from hcl_cli.config import PretrainConfig
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
@@ -464,7 +464,8 @@ def accuracy(args: argparse.Namespace) -> None:
 def tests_summary(args: argparse.Namespace) -> None:
     """The JUnit file of the test run as counts, failures and errors; the log's tail when there is no JUnit file."""
     device = resolve_device(args.device)
-    payload: dict[str, Any] = {"command": args.command, "exit_code": args.exit_code, "timed_out": args.exit_code == 124}
+    command = " ".join(portable(argument) for argument in args.command.split(" "))  # the JUnit file's path is the machine's
+    payload: dict[str, Any] = {"command": command, "exit_code": args.exit_code, "timed_out": args.exit_code == 124}
     payload["seconds"], payload["load_average_1min"] = args.seconds, load_average()
     if args.junit.is_file():
         suites = ElementTree.parse(args.junit).getroot()

@@ -210,7 +210,7 @@ def main() -> None:
         {
             "complete": complete,
             "work": portable(str(table.work.resolve())),
-            "prepare": prepare_values,
+            "prepare": {key: portable(value) if isinstance(value, str) else value for key, value in prepare_values.items()},
             "sets": rows,
             "invocations": invocations,
         },

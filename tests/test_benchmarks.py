@@ -150,6 +150,25 @@ def test_every_benchmark_runs_its_smallest_mode(module_name: str, results: Path,
         assert {"date", "machine", "command", "torch", "device", "device_name"} <= record.keys()
 
 
+def machine_paths(value: object) -> list[str]:
+    """The absolute paths (``/dir/...``) in the strings of a JSON value: a results file names what it ran portably."""
+    if isinstance(value, dict):
+        return [path for key, item in value.items() for path in machine_paths(key) + machine_paths(item)]
+    if isinstance(value, list):
+        return [path for item in value for path in machine_paths(item)]
+    return [token for token in re.split(r"[\s=,;'\"()\[\]]+", value) if re.match(r"/[^/\s]+/", token)] if isinstance(value, str) else []
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks" / "results").glob("*.json")), ids=lambda path: path.name)
+def test_a_results_file_names_no_path_of_the_machine_that_made_it(path: Path) -> None:
+    """Commands, work folders and data carry paths relative to the repository or as ``<name>`` (benchmarks.common.portable)."""
+    assert machine_paths(json.loads(path.read_text())) == []
+
+
+def test_machine_paths_finds_an_absolute_path_in_a_command() -> None:
+    assert machine_paths({"command": "pytest --junitxml=/tmp/x/junit.xml", "rows": [{"images/s": 1}]}) == ["/tmp/x/junit.xml"]
+
+
 STANDIN = ROOT / "tests" / "official_image_standin"
 """The interface of HCL's official image code (main.py, model.py, utils.py), ours, for the official part's harness."""
 SMOKE_FILES = ("tests", "compile", "syncs", "throughput", "official_hcl_image", "concurrency", "reproduce_four_samplers")
