@@ -144,20 +144,46 @@ MASKED_QUEUE_SETTINGS = [
 ]
 
 
-@pytest.mark.parametrize(("sampler", "options"), MASKED_QUEUE_SETTINGS, ids=lambda value: str(value))
-@pytest.mark.parametrize("filled", [0, 4, 8])
+UNDIMIX_QUEUE_SETTINGS = [
+    ("undimix", {}),
+    ("undimix", {"undimix_diversity": "anchor-view"}),
+    ("undimix", {"undimix_diversity": "both-views", "undimix_weights": (0.2, 0.5, 0.3)}),
+]
+"""UnDiMix over a queue: its head inputs and each queued key's features (:func:`undimix_inputs`) besides the keys."""
+
+
+def undimix_inputs(
+    generator: torch.Generator, dtype: torch.dtype
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], torch.Tensor]:
+    """The anchors' and the batch keys' head inputs (6, 4) and the 8 queued keys' features (8, 5 + 4) (UnDiMix's
+    uncertainty factors: ``key_features``), random, for batches of 6 projections of 5."""
+    hidden = tuple(torch.randn(6, 4, generator=generator, dtype=dtype) for _ in range(2))
+    key_hidden = tuple(torch.randn(6, 4, generator=generator, dtype=dtype) for _ in range(2))
+    return hidden, key_hidden, torch.randn(8, 9, generator=generator, dtype=dtype)
+
+
+@pytest.mark.parametrize(
+    ("sampler", "options", "filled"),
+    [(*setting, filled) for filled in (0, 4, 8) for setting in MASKED_QUEUE_SETTINGS]
+    + [(*setting, filled) for filled in (0, 4) for setting in UNDIMIX_QUEUE_SETTINGS],
+    ids=lambda value: str(value),
+)
 def test_a_queue_masked_to_its_filled_rows_gives_the_loss_of_its_filled_part(sampler: str, options: dict, filled: int) -> None:
     """A compiled step's queue keeps one shape as it fills: the whole queue with its filled rows marked
     (``MomentumKeys.queue_valid``). Its loss and gradients are those of the filled part alone, whatever the other rows hold
-    (issue 43 item 2)."""
+    (issue 43 item 2); UnDiMix's too, its parts' min-max, its diversity's means and its normaliser over the filled rows."""
     generator = torch.Generator().manual_seed(filled)
     z1, z2, k1, k2 = (torch.randn(6, 5, generator=generator, dtype=torch.float64) for _ in range(4))
     queue, queue_labels = torch.randn(8, 5, generator=generator, dtype=torch.float64), torch.randint(0, 3, (8,), generator=generator)
     labels = torch.tensor([0, 1, 2, 0, 1, 1])
+    hidden, key_hidden, features = undimix_inputs(generator, torch.float64)
+    undimix = sampler == "undimix"
+    if undimix:
+        options = {**options, "head_inputs": hidden}
     losses, gradients = [], []
     for keys in (
-        MomentumKeys(k1, k2, queue[:filled], queue_labels[:filled]),
-        MomentumKeys(k1, k2, queue, queue_labels, queue_valid=torch.arange(8) < filled),
+        MomentumKeys(k1, k2, queue[:filled], queue_labels[:filled], key_hidden, features[:filled] if undimix else None),
+        MomentumKeys(k1, k2, queue, queue_labels, key_hidden, features if undimix else None, queue_valid=torch.arange(8) < filled),
     ):
         anchors = z1.clone().requires_grad_(True)
         loss = contrastive_loss(anchors, z2, labels, sampler=sampler, momentum_keys=keys, **options)
@@ -169,12 +195,14 @@ def test_a_queue_masked_to_its_filled_rows_gives_the_loss_of_its_filled_part(sam
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["hucl", "undimix"])
 def test_a_compiled_run_over_a_batch_queue_compiles_once_as_the_queue_fills(
-    prepared_digits: Callable[[float], Path], tmp_path: Path
+    prepared_digits: Callable[[float], Path], tmp_path: Path, sampler: str
 ) -> None:
     """``--queue-size 192`` with the default ``--queue-mode batch``: 64 keys a step, so the queue fills over the first three
-    steps. The step takes the whole queue with its filled rows marked, not the filled part: no recompile (issue 43 item 2)."""
-    output = compiled_run(prepared_digits(0.9), tmp_path, "--sampler", "hucl", "--queue-size", "192")
+    steps. The step takes the whole queue with its filled rows marked, not the filled part: no recompile (issue 43 item 2),
+    undimix's queued key features included."""
+    output = compiled_run(prepared_digits(0.9), tmp_path, "--sampler", sampler, "--queue-size", "192")
     assert_compiled_once_with_the_backward_break(output)
 
 

@@ -94,9 +94,7 @@ class TrainingStep:
             if self.queue is not None:  # likewise
                 for buffer in self.queue.buffers(recurse=False):
                     torch._dynamo.mark_static_address(buffer)
-                # the whole queue and its filled rows' mask, one shape as it fills; undimix's queued features (its
-                # diversity's and uncertainty's counts over the queue) take the filled part, compiled again as it fills
-                self.queue.masked = self.spec.key_features is None
+                self.queue.masked = True  # the whole queue and its filled rows' mask: one shape as it fills
             self.scheduled = ScheduledValues.of(self.spec, self.context.device)
             self.compiled_train = compiled_step(self.body, self.context.device)
 

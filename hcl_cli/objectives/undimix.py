@@ -230,19 +230,30 @@ def excluded_pairs(batch: PairBatch) -> tuple[Tensor, Tensor]:
     return torch.cat([rows, rows]), torch.cat([rows, batch.masks.partner])
 
 
-def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+def min_max_over_negatives(scores: Tensor, excluded: tuple[Tensor, Tensor], valid: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Per row, ``(scale, offset)`` (n, 1) with ``scores * scale + offset`` scaled to [0, 1] over the row's negatives
     (``(s - low) / (high - low)``); a constant row gets 0 and 0. Affine, so that :func:`importance` mixes the
     parts in one pass each (``addcmul``) instead of normalising every part as a matrix first.
 
     The non-negatives of each row (``excluded``: the anchor and its partner, or a node's own graph) are set to ``+inf`` for the minimum and ``-inf`` for the
-    maximum, so only whole-row reductions run; ``scores`` is left with 0 there (:func:`importance` zeroes them)."""
-    low = scores.index_put_(excluded, constant(math.inf, scores.dtype, scores.device)).amin(dim=1, keepdim=True)
-    high = scores.index_put_(excluded, constant(-math.inf, scores.dtype, scores.device)).amax(dim=1, keepdim=True)
+    maximum, so only whole-row reductions run; ``scores`` is left with 0 there (:func:`importance` zeroes them). So are
+    the columns that do not exist (``valid``, (m,) bool: a filling queue's empty rows), whatever they hold."""
+    low = only_valid(scores.index_put_(excluded, constant(math.inf, scores.dtype, scores.device)), valid, math.inf).amin(
+        dim=1, keepdim=True
+    )
+    high = only_valid(scores.index_put_(excluded, constant(-math.inf, scores.dtype, scores.device)), valid, -math.inf).amax(
+        dim=1, keepdim=True
+    )
     scores.index_put_(excluded, constant(0.0, scores.dtype, scores.device))
     span = high - low
     scale = torch.where(span > 0, 1.0 / span, 0.0)
     return scale, -low * scale
+
+
+def only_valid(matrix: Tensor, valid: Tensor | None, fill: float) -> Tensor:
+    """(n, m) ``matrix`` with ``fill`` in the columns that do not exist (``valid`` (m,) bool false); ``matrix`` itself
+    when ``valid`` is None (every column exists)."""
+    return matrix if valid is None else torch.where(valid, matrix, constant(fill, matrix.dtype, matrix.device))
 
 
 def head_hidden(batch: PairBatch, options: SamplerOptions) -> Tensor:
@@ -286,12 +297,13 @@ def importance(
     batch: ScoreBatch, options: SamplerOptions, scores: Scores = SCORES, excluded: tuple[Tensor, Tensor] | None = None
 ) -> Tensor:
     """(n, m) ``w_ij`` of Eq. (5), in [0, 1]: the convex combination of the min-max normalised parts, 0 off the negatives
-    (``excluded``, :func:`excluded_pairs` by default: the pairs that are no negatives)."""
+    (``excluded``, :func:`excluded_pairs` by default: the pairs that are no negatives; and the candidates that do not
+    exist, :attr:`~hcl_cli.objectives.core.ScoreBatch.column_valid`)."""
     excluded = excluded_pairs(batch) if excluded is None else excluded
     mix = mixing_weights(batch, options)
     with torch.no_grad():
         parts = [
-            (k, values, *min_max_over_negatives(values, excluded))
+            (k, values, *min_max_over_negatives(values, excluded, batch.column_valid))
             for k, score in enumerate(scores)
             if options.undimix_weights[k] > 0
             for values in (score(batch, options),)
@@ -300,7 +312,7 @@ def importance(
     for k, values, scale, _ in parts:
         combined = values * (mix[k] * scale) if combined is None else combined.addcmul_(values, mix[k] * scale)
     combined.add_(sum(mix[k] * part_offset for k, _, _, part_offset in parts))
-    return combined.index_put_(excluded, constant(0.0, combined.dtype, combined.device))
+    return only_valid(combined.index_put_(excluded, constant(0.0, combined.dtype, combined.device)), batch.column_valid, 0.0)
 
 
 def undimix(batch: PairBatch, options: SamplerOptions) -> NegativeWeights:
@@ -313,7 +325,7 @@ def importance_weights(batch: ScoreBatch, combined: Tensor, excluded: tuple[Tens
     """The :class:`NegativeWeights` of the importances ``combined`` (0 on the ``excluded`` pairs): mean 1 over each anchor's negatives.
 
     Every row sums to M (the uniform fallback too, for a row of importances 0), whatever the learned mixing weights: its
-    ``log_normaliser`` is ``log M``. Learned weights take the logarithm of the positive weights only (``where`` on both
+    ``log_normaliser`` is ``log M`` (M counted on the device where a filling queue's empty columns are left out). Learned weights take the logarithm of the positive weights only (``where`` on both
     sides: no NaN gradient at a weight of 0); fixed ones in place, ``log 0 = -inf``."""
     mean = combined.sum(dim=1, keepdim=True) / batch.num_negatives
     weighted = mean > 0
@@ -325,4 +337,4 @@ def importance_weights(batch: ScoreBatch, combined: Tensor, excluded: tuple[Tens
     else:
         log_weights = combined.clamp_(min=0.0).add_(~weighted).log_().sub_(log_mean)
     log_weights.index_put_(excluded, constant(-math.inf, log_weights.dtype, log_weights.device))
-    return NegativeWeights(log_weights, log_normaliser=batch.uniform_log_normaliser)
+    return NegativeWeights(only_valid(log_weights, batch.column_valid, -math.inf), log_normaliser=batch.uniform_log_normaliser)

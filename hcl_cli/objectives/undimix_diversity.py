@@ -19,7 +19,9 @@ queue row p, whose rows 2p and 2p + 1 are one image's two views):
 
 With a momentum encoder the candidates are the batch's keys and the queue, and the anchor's image
 in view v is its key of view v. Each reading is one pass over the (2B, 2B + K) matrix of the
-anchors' images against the candidates; the scores carry no gradient.
+anchors' images against the candidates; the scores carry no gradient. A filling queue's empty rows
+(:attr:`~hcl_cli.objectives.core.ScoreBatch.column_valid`, a compiled step's) are left out of every sum and count, K
+its filled rows; their own columns hold any value (:func:`~hcl_cli.objectives.undimix.importance` leaves them out).
 """
 
 from __future__ import annotations
@@ -44,11 +46,11 @@ def candidate_views(batch: PairBatch) -> tuple[Tensor, Tensor]:
     return views, torch.stack([first, second])
 
 
-def view_sums(candidates: Tensor, views: Tensor) -> Tensor:
-    """(2, d) the sum of each view's candidates, as one product with the (2, 2B + K) view indicator (no boolean index,
-    whose size would be read back from the device)."""
+def view_sums(candidates: Tensor, views: Tensor, valid: Tensor | None) -> Tensor:
+    """(2, d) the sum of each view's candidates (those that exist, ``valid``), as one product with the (2, 2B + K) view
+    indicator (no boolean index, whose size would be read back from the device)."""
     indicator = views[None, :] == torch.arange(2, device=views.device)[:, None]
-    return indicator.to(candidates.dtype) @ candidates
+    return (indicator if valid is None else indicator & valid).to(candidates.dtype) @ candidates
 
 
 def images_by_candidates(batch: PairBatch) -> Tensor:
@@ -56,9 +58,21 @@ def images_by_candidates(batch: PairBatch) -> Tensor:
     return batch.cosine.detach() if batch.momentum_keys is None else batch.key_z @ batch.candidates.T
 
 
-def images_per_view(batch: PairBatch) -> int:
-    """N - 2, the number of terms of Eq. (4)'s mean (N = B + K/2 images per view), at least 1."""
-    return max(batch.batch_size + batch.queue_size // 2 - 2, 1)
+def at_least_one(count: int | Tensor) -> int | Tensor:
+    """``max(count, 1)``: of a number, or on the device of a 0-d count."""
+    return max(count, 1) if not isinstance(count, Tensor) else count.clamp(min=1)
+
+
+def images_per_view(batch: PairBatch) -> int | Tensor:
+    """N - 2, the number of terms of Eq. (4)'s mean (N = B + K/2 images per view), at least 1; counted on the device
+    where :attr:`~hcl_cli.objectives.core.ScoreBatch.column_valid` marks the queue's filled rows."""
+    queued = batch.queue_size if batch.column_valid is None else batch.column_valid.sum() - 2 * batch.batch_size
+    return at_least_one(batch.batch_size + queued // 2 - 2)
+
+
+def plus_share(base: Tensor, other: Tensor, count: int | Tensor) -> Tensor:
+    """``base + other / count``: ``torch.add``'s ``alpha`` for a number, a product for a 0-d count on the device."""
+    return torch.add(base, other, alpha=1.0 / count) if not isinstance(count, Tensor) else base + other / count
 
 
 def negative_view_diversity(batch: PairBatch) -> Tensor:
@@ -71,11 +85,13 @@ def negative_view_diversity(batch: PairBatch) -> Tensor:
     """
     candidates = batch.candidates
     views, _ = candidate_views(batch)
-    own_view = (view_sums(candidates, views) @ candidates.T).gather(0, views[None, :])[0] - (candidates * candidates).sum(dim=1)
+    own_view = (view_sums(candidates, views, batch.column_valid) @ candidates.T).gather(0, views[None, :])[0] - (
+        candidates * candidates
+    ).sum(dim=1)
     count = images_per_view(batch)
     first, second = images_by_candidates(batch).view(2, batch.batch_size, -1)
     anchor_image = torch.where(views[None, :] == 1, second, first)
-    return torch.add(1.0 - own_view / count, anchor_image, alpha=1.0 / count).repeat(2, 1)
+    return plus_share(1.0 - own_view / count, anchor_image, count).repeat(2, 1)
 
 
 def anchor_view_diversity(batch: PairBatch) -> Tensor:
@@ -90,10 +106,10 @@ def anchor_view_diversity(batch: PairBatch) -> Tensor:
     views, twins = candidate_views(batch)
     own_image = (candidates[None, :, :] * candidates[twins]).sum(dim=2)
     count = images_per_view(batch)
-    by_view = 1.0 - (view_sums(candidates, views) @ candidates.T - own_image) / count
+    by_view = 1.0 - (view_sums(candidates, views, batch.column_valid) @ candidates.T - own_image) / count
     rows_by_candidates = images_by_candidates(batch)
     halves = rows_by_candidates.view(2, batch.batch_size, -1)
-    return torch.add(by_view[:, None, :], halves, alpha=1.0 / count).view_as(rows_by_candidates)
+    return plus_share(by_view[:, None, :], halves, count).view_as(rows_by_candidates)
 
 
 def both_views_diversity(batch: PairBatch) -> Tensor:
@@ -110,11 +126,12 @@ def both_views_diversity(batch: PairBatch) -> Tensor:
     if batch.queue_size:
         queue = batch.queue_z
         pairs = torch.arange(batch.queue_size, device=queue.device) ^ 1
-        own = own + batch.candidates @ queue.sum(dim=0)
+        filled = queue if batch.column_valid is None else torch.where(batch.column_valid[2 * batch.batch_size :, None], queue, 0.0)
+        own = own + batch.candidates @ filled.sum(dim=0)
         own_cosine = torch.cat([own_cosine, (queue * queue).sum(dim=1)])
         pair_cosine = torch.cat([pair_cosine, (queue * queue[pairs]).sum(dim=1)])
     others = (own - own_cosine - pair_cosine)[None, :] - rows_by_candidates - rows_by_candidates.index_select(0, partner)
-    return 1.0 - others / max(batch.num_negatives - 2, 1)
+    return 1.0 - others / at_least_one(batch.num_negatives - 2)
 
 
 DIVERSITY_READINGS: dict[str, Callable[[PairBatch], Tensor]] = {
