@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import os
 import tempfile
 import warnings
@@ -34,8 +35,9 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from hcl_cli.errors import InputError, UsageError, first_line, shown
+from hcl_cli.image.card import wrong_channel_statistics
 from hcl_cli.image.encoder import EncoderSidecar
-from hcl_cli.image.networks import CIFAR_STEM_MAX_SIZE, ContrastiveModel
+from hcl_cli.image.networks import BUILT_ARCHS, CIFAR_STEM_MAX_SIZE, ContrastiveModel
 
 HEAD_KEYS = ("fc.weight", "fc.bias")
 """torchvision's ResNet classifier: what a ResNet state dict holds beyond hcl's backbone, left out when loaded."""
@@ -68,6 +70,39 @@ def input_record(sidecar: EncoderSidecar, fmt: str) -> dict[str, Any]:
         "stem": ("cifar: conv1 3x3 stride 1 padding 1, no max-pool" if cifar else "imagenet: conv1 7x7 stride 2") if resnet else None,
         "left_out": list(HEAD_KEYS) if resnet else [],
     }
+
+
+def export_sidecar(out: str | os.PathLike[str]) -> Path:
+    """``OUT.json``: the export's record, named after the whole file name (``encoder.pt.json``), so that it never meets
+    the ``encoder.json`` sidecar of an encoder artifact in the same folder."""
+    path = Path(out)
+    return path.with_name(path.name + ".json")
+
+
+def read_export_record(path: str | os.PathLike[str], digest: str, option: str) -> dict[str, Any] | None:
+    """The :func:`input_record` that ``hcl export`` wrote beside ``path`` (given as ``option``, of sha256 ``digest``), its
+    fields checked; None when there is none. A record of another file, or one that does not parse, is a one-line
+    :class:`~hcl_cli.errors.InputError`."""
+    record = export_sidecar(path)
+    if not record.exists():
+        return None
+    source = f"{option} {shown(path)}'s record {shown(record)}"
+    try:
+        values = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{source} is not a readable JSON record ({exc.__class__.__name__})") from None
+    if not isinstance(values, dict) or values.get("sha256") != digest:
+        raise InputError(f"{source} records another file (its sha256 differs): move it away, or export the encoder again")
+    if values.get("arch") not in BUILT_ARCHS:
+        raise InputError(f"{source} names an unknown arch {values.get('arch')!r} (expected one of {', '.join(BUILT_ARCHS)})")
+    for name in ("in_channels", "image_size"):
+        value = values.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"{source}: field {name!r} must be a positive integer (got {value!r})")
+    wrong = wrong_channel_statistics(values, values["in_channels"])
+    if wrong is not None:
+        raise InputError(f"{source}: field {wrong[0]!r} must be {wrong[1]} (got {values.get(wrong[0])!r})")
+    return values
 
 
 def exported_bytes(model: ContrastiveModel, fmt: str) -> bytes:

@@ -45,9 +45,7 @@ class InitialWeights:
 def start_from(path: str, modality: Modality, model: nn.Module, state: nn.Module) -> InitialWeights:
     """Load the weights of ``path`` into ``model`` (built for ``modality``'s data) and, when ``state`` (the step's
     checkpointed state) holds a momentum queue, into its key encoder too."""
-    source = Path(path)
-    if not source.is_file():
-        raise InputError(f"{OPTION} {shown(path)}: {'not a regular file' if source.exists() else 'no such file'}")
+    source = existing_file(path)
     kind = header_kind(source)
     if kind in encoder_kinds() and kind != modality.encoder_kind:
         raise InputError(f"{OPTION} {shown(path)} is an hcl {kind!r} artifact, but the run trains on {modality.sample_noun}s")
@@ -70,6 +68,14 @@ def start_from(path: str, modality: Modality, model: nn.Module, state: nn.Module
     if digest is None:
         raise InputError(f"{OPTION} {shown(path)} cannot be read")
     return InitialWeights(digest, described)
+
+
+def existing_file(path: str) -> Path:
+    """``path`` as a Path; a one-line :class:`~hcl_cli.errors.InputError` when it is missing or not a regular file."""
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{OPTION} {shown(path)}: {'not a regular file' if source.exists() else 'no such file'}")
+    return source
 
 
 def load_encoder_weights(path: str, modality: Modality, model: nn.Module) -> str:
