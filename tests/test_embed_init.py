@@ -112,7 +112,7 @@ def bad_init(kind: str, folder: Path, exported: tuple[Path, Path]) -> tuple[Path
         ("no-arch", "has no hcl export record"),
         ("record-disagrees", "holds a small_cnn backbone, as its export record says, not --arch resnet18"),
         ("stale-record", "records another file (its sha256 differs)"),
-        ("encoder", "is an hcl encoder artifact: give it as --model"),
+        ("encoder", "is an hcl 'encoder' artifact: give an encoder as --model"),
         ("absent", "--init"),
     ],
 )

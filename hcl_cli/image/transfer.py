@@ -11,8 +11,9 @@ ResNets have the CIFAR stem of HCL's code, a 3x3 stride-1 ``conv1`` and no max-p
 self-contained program, taking a batch of any size: torch.export's, TorchScript, or ONNX (which needs the ``onnx``
 and ``onnxscript`` packages, which hcl does not depend on).
 
-In (``hcl pretrain --init``): :func:`load_backbone` loads such a state dict, torchvision's own ResNet state
-dict included (its ``fc`` left out: the backbone has none), into a model's backbone; a key missing or
+In (``hcl pretrain --init``, ``hcl embed --init``): :func:`load_backbone` loads such a state dict, torchvision's own
+ResNet state dict included (its ``fc`` left out: the backbone has none), into a model's backbone, and
+:func:`read_export_record` reads the export's record beside it (architecture and normalisation); a key missing or
 unexpected, or a tensor of another shape, is a one-line error. Files are read as safetensors only: hcl
 unpickles nothing, so a ``torch.save`` file is refused with the line that converts it.
 """
@@ -34,6 +35,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
+from hcl_cli.artifacts import sha256_of
 from hcl_cli.errors import InputError, UsageError, first_line, shown
 from hcl_cli.image.card import wrong_channel_statistics
 from hcl_cli.image.encoder import EncoderSidecar
@@ -162,6 +164,31 @@ def read_state_file(path: str | os.PathLike[str], option: str) -> dict[str, Tens
         return load_file(os.fspath(path))
     except (SafetensorError, ValueError, RuntimeError) as exc:
         raise InputError(f"{option} {shown(path)} is not a safetensors state dict ({first_line(exc)})") from None
+
+
+def existing_file(path: str, option: str) -> Path:
+    """``path`` (given as ``option``) as a Path; a one-line :class:`~hcl_cli.errors.InputError` when it is missing or not a
+    regular file."""
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{option} {shown(path)}: {'not a regular file' if source.exists() else 'no such file'}")
+    return source
+
+
+def file_digest(source: Path, option: str) -> str:
+    """The sha256 of the weights file ``source`` (given as ``option``), as the artifacts made from it record it."""
+    digest = sha256_of(source)
+    if digest is None:
+        raise InputError(f"{option} {shown(source)} cannot be read")
+    return digest
+
+
+def load_backbone_file(model: ContrastiveModel, path: str, option: str) -> str:
+    """Load the safetensors state dict ``path`` (given as ``option``) into ``model``'s backbone (:func:`load_backbone`);
+    what was taken from it, in words."""
+    left_out = load_backbone(model, read_state_file(path, option), f"{option} {shown(path)}")
+    dropped = f", its {' and '.join(left_out)} left out" if left_out else ""
+    return f"the backbone of a state dict{dropped}; the projection head initialised afresh"
 
 
 def load_backbone(model: ContrastiveModel, state: Mapping[str, Tensor], source: str) -> list[str]:

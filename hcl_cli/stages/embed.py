@@ -10,7 +10,7 @@ than the one the encoder trained on (replaced since).
 
 ``--init PATH`` embeds images with weights made elsewhere instead (:func:`initial_encoder`): the backbone of a
 safetensors state dict, hcl export's or torchvision's ResNet's, loaded as ``hcl pretrain --init`` loads it
-(:func:`~hcl_cli.training.init.start_from`), under a projection head left at its seeded initialisation (the
+(:func:`~hcl_cli.image.transfer.load_backbone_file`), under a projection head left at its seeded initialisation (the
 readouts read the backbone, HCL Sec. 5.1). Its architecture and normalisation are those hcl export's record
 ``PATH.json`` names, else ``--arch`` and the prepared dataset's per-channel statistics; the embeddings record the
 sha256 of PATH as their ``init`` input.
@@ -24,19 +24,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from hcl_cli.artifacts import check_made_from, check_outputs_apart, check_replaceable, header_kind, prepared_sha256, sha256_of
+from hcl_cli.artifacts import check_made_from, check_outputs_apart, check_replaceable, header_kind, prepared_sha256
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.embed import RECORDED, EmbedConfig
 from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.embeddings import EMBEDDINGS_OUTPUT, SPLITS, save_embeddings
-from hcl_cli.errors import HclError, InputError, UsageError, shown
+from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.image.card import DatasetCard
 from hcl_cli.image.networks import ContrastiveModel, build_model
-from hcl_cli.image.transfer import export_sidecar, read_export_record
+from hcl_cli.image.transfer import existing_file, export_sidecar, file_digest, load_backbone_file, read_export_record
 from hcl_cli.logs import LOG
 from hcl_cli.modality import Modality, encoder_kinds, modality_of
 from hcl_cli.runtime import resolve_device, set_cpu_threads
-from hcl_cli.training.init import existing_file, start_from
 
 HEAD_SEED = 0
 """The seed of the untrained projection head an ``--init`` encoder carries (the weights give only the backbone)."""
@@ -98,12 +97,13 @@ def initial_encoder(
     option = f"--init {shown(config.init)}"
     if modality.name != "image":
         raise UsageError(f"{option}: --init embeds images, and --data {shown(config.data)} holds graphs: give a graph encoder as --model")
-    source = existing_file(config.init)
-    if header_kind(source) in encoder_kinds():
-        raise UsageError(f"{option} is an hcl encoder artifact: give it as --model")
-    digest = sha256_of(source)
-    if digest is None:
-        raise InputError(f"{option} cannot be read")
+    source = existing_file(config.init, "--init")
+    kind = header_kind(source)
+    if kind in encoder_kinds():
+        raise UsageError(f"{option} is an hcl {kind!r} artifact: give an encoder as --model")
+    if kind:
+        raise UsageError(f"{option} is an hcl {kind!r} artifact, not a state dict of weights")
+    digest = file_digest(source, "--init")
     record = read_export_record(source, digest, "--init")
     channels, height, width = card.image_shape
     if record is None and config.arch == RECORDED:
@@ -119,7 +119,7 @@ def initial_encoder(
         torch.manual_seed(HEAD_SEED)
         model = build_model(arch, *shape, PretrainConfig.projection_dim)
     modality.check_fits(model, card, option, f"--data {shown(config.data)}")
-    weights = start_from(config.init, modality, model, model)
-    made = {"path": shown(config.init), "weights": weights.described, "record": record is not None, "head_seed": HEAD_SEED}
+    described = load_backbone_file(model, config.init, "--init")
+    made = {"path": shown(config.init), "weights": described, "record": record is not None, "head_seed": HEAD_SEED}
     encoder = {"config": {}, "arch": arch, "epoch": None, "inputs": {}, "init": made}
-    return model.to(device).eval(), stats, encoder, {"init": weights.sha256}
+    return model.to(device).eval(), stats, encoder, {"init": digest}
