@@ -1,9 +1,10 @@
 """docs/api.md's code blocks run, in order, in an empty folder: the Python API page (load an encoder, embed a batch, the
 loss in a loop of one's own, export, a ten-line fine-tune of the exported encoder, ``--init`` from torchvision's
-ResNet-18) cannot fall behind the code."""
+ResNet-18, ``hcl embed --init`` and the readouts) cannot fall behind the code."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ def api_blocks() -> list[tuple[str, str]]:
 def test_the_page_is_in_the_nav_and_shows_each_part_of_the_api() -> None:
     assert ROOT / "docs" / "api.md" in nav_pages()
     code = "\n".join(block for _, block in api_blocks())
-    for needed in ("load_encoder(", "encode(", "contrastive_loss(", "negative_weights(", "hcl export", "--init", "torch.load("):
+    for needed in ("load_encoder(", "encode(", "contrastive_loss(", "negative_weights(", "hcl export", "embed --init", "torch.load("):
         assert needed in code, needed
 
 
@@ -46,3 +47,4 @@ def test_the_blocks_run_in_order_in_an_empty_folder(tmp_path: Path) -> None:
     assert re.search(r"fine-tuned: train loss \d+\.\d+", printed)
     assert '"stem": "cifar' in printed  # the export's record, as cat shows it
     assert (tmp_path / "runs" / "from-torchvision" / "encoder.safetensors").is_file()
+    assert json.loads((tmp_path / "runs" / "metrics" / "knn-torchvision.json").read_text())["test_size"] > 0

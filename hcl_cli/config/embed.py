@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hcl_cli.config.base import BATCH_LIMIT, DEVICES, PREPARED, RUNS, StageConfig, output_file, param, runtime, threads_option
+from hcl_cli.config.pretrain import ARCHS
+from hcl_cli.errors import UsageError
+
+RECORDED = "recorded"
+"""``--arch``'s default: the architecture that the export record beside ``--init`` names."""
 
 
 @dataclass(init=False, frozen=True)
@@ -17,6 +22,20 @@ class EmbedConfig(StageConfig):
     batch_size: int = param(512, "Images per forward pass.", minimum=1, maximum=BATCH_LIMIT)
     data: str = runtime(PREPARED, "Prepared dataset folder.")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain.")
+    init: str = runtime(
+        "",
+        "Instead of --model: the backbone weights of this safetensors state dict (hcl export --format safetensors's, or "
+        "torchvision's ResNet, fc left out); the projection is an untrained head's. See docs/api.md.",
+    )
+    arch: str = runtime(
+        RECORDED,
+        f"With --init: small_cnn, resnet18 or resnet50; {RECORDED}: the architecture hcl export's record INIT.json names.",
+        choices=(RECORDED, *(arch for arch in ARCHS if arch not in ("auto", "gin"))),
+    )
     out: str = output_file(f"{RUNS}/data/embeddings.safetensors", "Output embeddings file.")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
     threads: str = threads_option()
+
+    def check(self) -> None:
+        if self.arch != RECORDED and not self.init:
+            raise UsageError("--arch names the architecture of --init's weights: give --init, or leave --arch out")

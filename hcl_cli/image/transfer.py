@@ -11,8 +11,9 @@ ResNets have the CIFAR stem of HCL's code, a 3x3 stride-1 ``conv1`` and no max-p
 self-contained program, taking a batch of any size: torch.export's, TorchScript, or ONNX (which needs the ``onnx``
 and ``onnxscript`` packages, which hcl does not depend on).
 
-In (``hcl pretrain --init``): :func:`load_backbone` loads such a state dict, torchvision's own ResNet state
-dict included (its ``fc`` left out: the backbone has none), into a model's backbone; a key missing or
+In (``hcl pretrain --init``, ``hcl embed --init``): :func:`load_backbone` loads such a state dict, torchvision's own
+ResNet state dict included (its ``fc`` left out: the backbone has none), into a model's backbone, and
+:func:`read_export_record` reads the export's record beside it (architecture and normalisation); a key missing or
 unexpected, or a tensor of another shape, is a one-line error. Files are read as safetensors only: hcl
 unpickles nothing, so a ``torch.save`` file is refused with the line that converts it.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import os
 import tempfile
 import warnings
@@ -33,9 +35,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
+from hcl_cli.artifacts import sha256_of
 from hcl_cli.errors import InputError, UsageError, first_line, shown
+from hcl_cli.image.card import wrong_channel_statistics
 from hcl_cli.image.encoder import EncoderSidecar
-from hcl_cli.image.networks import CIFAR_STEM_MAX_SIZE, ContrastiveModel
+from hcl_cli.image.networks import BUILT_ARCHS, CIFAR_STEM_MAX_SIZE, ContrastiveModel
 
 HEAD_KEYS = ("fc.weight", "fc.bias")
 """torchvision's ResNet classifier: what a ResNet state dict holds beyond hcl's backbone, left out when loaded."""
@@ -68,6 +72,39 @@ def input_record(sidecar: EncoderSidecar, fmt: str) -> dict[str, Any]:
         "stem": ("cifar: conv1 3x3 stride 1 padding 1, no max-pool" if cifar else "imagenet: conv1 7x7 stride 2") if resnet else None,
         "left_out": list(HEAD_KEYS) if resnet else [],
     }
+
+
+def export_sidecar(out: str | os.PathLike[str]) -> Path:
+    """``OUT.json``: the export's record, named after the whole file name (``encoder.pt.json``), so that it never meets
+    the ``encoder.json`` sidecar of an encoder artifact in the same folder."""
+    path = Path(out)
+    return path.with_name(path.name + ".json")
+
+
+def read_export_record(path: str | os.PathLike[str], digest: str, option: str) -> dict[str, Any] | None:
+    """The :func:`input_record` that ``hcl export`` wrote beside ``path`` (given as ``option``, of sha256 ``digest``), its
+    fields checked; None when there is none. A record of another file, or one that does not parse, is a one-line
+    :class:`~hcl_cli.errors.InputError`."""
+    record = export_sidecar(path)
+    if not record.exists():
+        return None
+    source = f"{option} {shown(path)}'s record {shown(record)}"
+    try:
+        values = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{source} is not a readable JSON record ({exc.__class__.__name__})") from None
+    if not isinstance(values, dict) or values.get("sha256") != digest:
+        raise InputError(f"{source} records another file (its sha256 differs): move it away, or export the encoder again")
+    if values.get("arch") not in BUILT_ARCHS:
+        raise InputError(f"{source} names an unknown arch {values.get('arch')!r} (expected one of {', '.join(BUILT_ARCHS)})")
+    for name in ("in_channels", "image_size"):
+        value = values.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"{source}: field {name!r} must be a positive integer (got {value!r})")
+    wrong = wrong_channel_statistics(values, values["in_channels"])
+    if wrong is not None:
+        raise InputError(f"{source}: field {wrong[0]!r} must be {wrong[1]} (got {values.get(wrong[0])!r})")
+    return values
 
 
 def exported_bytes(model: ContrastiveModel, fmt: str) -> bytes:
@@ -127,6 +164,31 @@ def read_state_file(path: str | os.PathLike[str], option: str) -> dict[str, Tens
         return load_file(os.fspath(path))
     except (SafetensorError, ValueError, RuntimeError) as exc:
         raise InputError(f"{option} {shown(path)} is not a safetensors state dict ({first_line(exc)})") from None
+
+
+def existing_file(path: str, option: str) -> Path:
+    """``path`` (given as ``option``) as a Path; a one-line :class:`~hcl_cli.errors.InputError` when it is missing or not a
+    regular file."""
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{option} {shown(path)}: {'not a regular file' if source.exists() else 'no such file'}")
+    return source
+
+
+def file_digest(source: Path, option: str) -> str:
+    """The sha256 of the weights file ``source`` (given as ``option``), as the artifacts made from it record it."""
+    digest = sha256_of(source)
+    if digest is None:
+        raise InputError(f"{option} {shown(source)} cannot be read")
+    return digest
+
+
+def load_backbone_file(model: ContrastiveModel, path: str, option: str) -> str:
+    """Load the safetensors state dict ``path`` (given as ``option``) into ``model``'s backbone (:func:`load_backbone`);
+    what was taken from it, in words."""
+    left_out = load_backbone(model, read_state_file(path, option), f"{option} {shown(path)}")
+    dropped = f", its {' and '.join(left_out)} left out" if left_out else ""
+    return f"the backbone of a state dict{dropped}; the projection head initialised afresh"
 
 
 def load_backbone(model: ContrastiveModel, state: Mapping[str, Tensor], source: str) -> list[str]:

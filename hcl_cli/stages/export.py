@@ -31,19 +31,12 @@ from hcl_cli.artifacts import (
 from hcl_cli.config.export import ExportConfig
 from hcl_cli.errors import InputError, UsageError, shown
 from hcl_cli.image.encoder import ENCODER_KIND, load_encoder
-from hcl_cli.image.transfer import check_onnx_packages, exported_bytes, input_record
+from hcl_cli.image.transfer import check_onnx_packages, export_sidecar, exported_bytes, input_record
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.logs import LOG
 
 EXPORT = recorded_output("encoder export")
 EXPORT_SIDECAR = recorded_output("encoder export record")
-
-
-def export_sidecar(out: str | Path) -> Path:
-    """``OUT.json``: the export's record, named after the whole file name (``encoder.pt.json``), so that it never meets
-    the ``encoder.json`` sidecar of an encoder artifact in the same folder."""
-    path = Path(out)
-    return path.with_name(path.name + ".json")
 
 
 def run(config: ExportConfig) -> None:

@@ -19,16 +19,15 @@ another architecture, a missing key, a shape that differs, a ``torch.save`` pick
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from hcl_cli.artifacts import header_kind, sha256_of
+from hcl_cli.artifacts import header_kind
 from hcl_cli.errors import InputError, shown
 from hcl_cli.image.momentum import MomentumQueue
 from hcl_cli.image.networks import unwrap
-from hcl_cli.image.transfer import load_backbone, read_state_file
+from hcl_cli.image.transfer import existing_file, file_digest, load_backbone_file
 from hcl_cli.modality import Modality, encoder_kinds
 
 OPTION = "--init"
@@ -45,9 +44,7 @@ class InitialWeights:
 def start_from(path: str, modality: Modality, model: nn.Module, state: nn.Module) -> InitialWeights:
     """Load the weights of ``path`` into ``model`` (built for ``modality``'s data) and, when ``state`` (the step's
     checkpointed state) holds a momentum queue, into its key encoder too."""
-    source = Path(path)
-    if not source.is_file():
-        raise InputError(f"{OPTION} {shown(path)}: {'not a regular file' if source.exists() else 'no such file'}")
+    source = existing_file(path, OPTION)
     kind = header_kind(source)
     if kind in encoder_kinds() and kind != modality.encoder_kind:
         raise InputError(f"{OPTION} {shown(path)} is an hcl {kind!r} artifact, but the run trains on {modality.sample_noun}s")
@@ -60,16 +57,11 @@ def start_from(path: str, modality: Modality, model: nn.Module, state: nn.Module
             f"{OPTION} {shown(path)} is no hcl {modality.encoder_kind} artifact: a {modality.sample_noun} run starts only from one"
         )
     else:
-        left_out = load_backbone(unwrap(model), read_state_file(path, OPTION), f"{OPTION} {shown(path)}")
-        dropped = f", its {' and '.join(left_out)} left out" if left_out else ""
-        described = f"the backbone of a state dict{dropped}; the projection head initialised afresh"
+        described = load_backbone_file(unwrap(model), path, OPTION)
     for module in state.modules():
         if isinstance(module, MomentumQueue):
             module.key_model.load_state_dict(model.state_dict())
-    digest = sha256_of(source)
-    if digest is None:
-        raise InputError(f"{OPTION} {shown(path)} cannot be read")
-    return InitialWeights(digest, described)
+    return InitialWeights(file_digest(source, OPTION), described)
 
 
 def load_encoder_weights(path: str, modality: Modality, model: nn.Module) -> str:
