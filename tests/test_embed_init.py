@@ -139,4 +139,6 @@ def test_a_graph_dataset_and_arch_without_init_are_refused(
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--init embeds images" in err and "holds graphs" in err, err
     code, err = hcl(embed(prepared, out, "--arch", "resnet18"), capsys)
     assert code == 2 and "--arch names the architecture of --init's weights" in err, err
+    code, err = hcl(embed(prepared, out, "--init", str(exported[1]), "--model", str(tmp_path / "encoder.safetensors")), capsys)
+    assert code == 2 and "--model and --init name two encoders" in err, err
     assert not out.exists()

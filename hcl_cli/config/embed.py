@@ -9,6 +9,7 @@ from hcl_cli.config.base import BATCH_LIMIT, DEVICES, PREPARED, RUNS, StageConfi
 from hcl_cli.config.pretrain import ARCHS
 from hcl_cli.errors import UsageError
 
+DEFAULT_MODEL = f"{RUNS}/models/encoder.safetensors"
 RECORDED = "recorded"
 """``--arch``'s default: the architecture that the export record beside ``--init`` names."""
 
@@ -21,7 +22,7 @@ class EmbedConfig(StageConfig):
     command: ClassVar[str] = "embed"
     batch_size: int = param(512, "Images per forward pass.", minimum=1, maximum=BATCH_LIMIT)
     data: str = runtime(PREPARED, "Prepared dataset folder.")
-    model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain.")
+    model: str = runtime(DEFAULT_MODEL, "Encoder from hcl pretrain.")
     init: str = runtime(
         "",
         "Instead of --model: the backbone weights of this safetensors state dict (hcl export --format safetensors's, or "
@@ -39,3 +40,5 @@ class EmbedConfig(StageConfig):
     def check(self) -> None:
         if self.arch != RECORDED and not self.init:
             raise UsageError("--arch names the architecture of --init's weights: give --init, or leave --arch out")
+        if self.init and self.model != DEFAULT_MODEL:
+            raise UsageError("--model and --init name two encoders to embed with: give one of them")
