@@ -91,6 +91,10 @@ def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
         .splitlines()[3]
         .endswith("| no: 80.00 recorded, 79.50 now (made at e7894acf04, on AMD EPYC, rerun on Intel) |")
     )
+    record["rows"][0]["rerun_commit"] = record["rows"][1]["rerun_commit"] = "84d5f0b5e6aa"
+    lines = markdown(result, record).splitlines()
+    assert lines[2].endswith("| yes (rerun at 84d5f0b5e6) |")
+    assert lines[3].endswith("(made at e7894acf04, on AMD EPYC, rerun on Intel, rerun at 84d5f0b5e6) |")
 
 
 @pytest.mark.parametrize(

@@ -194,19 +194,22 @@ def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None)
 
 
 def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[tuple[str, str], str]] | None:
-    """The column a verification record adds: its heading (the commit it reran at) and per (dataset, row) its cell."""
+    """The column a verification record adds: its heading (the commit it reran at) and per (dataset, row) its cell; a row
+    that a part of the record reran at another commit (``rerun_commit``) names it."""
     if not verification:
         return None
     commit = (verification.get("commit") or "?")[:10] + ("+dirty" if verification.get("dirty") else "")
     cells = {}
     for row in verification["rows"]:
+        elsewhere = row.get("rerun_commit") not in (None, verification.get("commit"))  # a part joined from another commit
+        at = f", rerun at {row['rerun_commit'][:10]}" if elsewhere else ""
         if row["equal"]:
-            cells[row["dataset"], row["method"]] = "yes"
+            cells[row["dataset"], row["method"]] = f"yes (rerun at {row['rerun_commit'][:10]})" if elsewhere else "yes"
         elif row.get("now") is None:
             cells[row["dataset"], row["method"]] = f"not rerun ({row.get('error', 'no result')})"
         else:
             cells[row["dataset"], row["method"]] = (
-                f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now ({made_where(verification, row)})"
+                f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now ({made_where(verification, row)}{at})"
             )
     return f"seed 0 reruns equal at {commit}", cells
 
