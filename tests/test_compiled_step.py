@@ -283,3 +283,29 @@ def test_every_sampler_s_loss_traces_into_one_graph(sampler: str, options: dict,
     torch._dynamo.reset()
     explanation = torch._dynamo.explain(loss)(z1, z2)
     assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), [reason.reason[:200] for reason in explanation.break_reasons]
+
+
+@pytest.mark.parametrize(("sampler", "options"), UNDIMIX_QUEUE_SETTINGS, ids=lambda value: str(value))
+@pytest.mark.parametrize("queue", ["in-batch", "filling-queue"])
+@pytest.mark.filterwarnings("ignore:.*functools.lru_cache")
+def test_undimix_s_loss_traces_into_one_graph(sampler: str, options: dict, queue: str) -> None:
+    """UnDiMix's loss, in-batch too (its symmetric Gram product written into slices broke the graph ten times), is one
+    graph with no break."""
+    spec = SAMPLERS[sampler]
+    spec.load()
+    generator = torch.Generator().manual_seed(0)
+    z1, z2, k1, k2 = (torch.randn(6, 5, generator=generator) for _ in range(4))
+    labels = torch.tensor([0, 1, 2, 0, 1, 1])
+    hidden, key_hidden, features = undimix_inputs(generator, torch.float32)
+    keys = None
+    if queue == "filling-queue":
+        queue_keys, queue_labels = torch.randn(8, 5, generator=generator), torch.randint(0, 3, (8,), generator=generator)
+        keys = MomentumKeys(k1, k2, queue_keys, queue_labels, key_hidden, features, queue_valid=torch.arange(8) < 4)
+    resolved = SamplerOptions.resolve(spec, {**options, "head_inputs": hidden, "momentum_keys": keys})
+
+    def loss(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        return sampler_loss(z1, z2, labels, spec=spec, options=resolved)[0]
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(loss)(z1, z2)
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), [reason.reason[:200] for reason in explanation.break_reasons]

@@ -201,7 +201,10 @@ def uncertainty_scores(batch: PairBatch, options: SamplerOptions) -> Tensor:
 
 def symmetric_gram_product(first: Tensor, second: Tensor) -> Tensor:
     """(2B, 2B) ``(first first^T) * (second second^T)`` of the in-batch candidates: symmetric, so the top rows and the
-    bottom-right block are multiplied out and the bottom-left block is the top-right one transposed (3/4 of the products)."""
+    bottom-right block are multiplied out and the bottom-left block is the top-right one transposed (3/4 of the products).
+    A compiled step takes the whole product: writes into slices of a buffer (``out=``) break dynamo's graph."""
+    if torch.compiler.is_compiling():
+        return (first @ first.T) * (second @ second.T)
     size = len(first) // 2
     product = first.new_empty(len(first), len(first))
     top = torch.mul(first[:size] @ first.T, second[:size] @ second.T, out=product[:size])
