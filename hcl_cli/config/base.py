@@ -21,6 +21,10 @@ from hcl_cli.errors import UsageError, first_line, shown
 from hcl_cli.option import Option
 
 DEVICES = ("auto", "cpu", "cuda")
+IMAGE_ARCHS = ("small_cnn", "resnet18", "resnet50")
+"""The image encoders hcl builds (pretrain's --arch adds auto and gin; embed --init names one of these)."""
+PROJECTION_DIM = 128
+"""The image projection head's output size by default (HCL's; pretrain's --projection-dim, embed --init's untrained head)."""
 FEATURES = ("backbone", "projection")
 """The two embeddings ``embed`` writes, in the order the encoder returns them."""
 RUNS = "runs"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hcl_cli.config.base import BATCH_LIMIT, DEVICES, PREPARED, RUNS, StageConfig, output_file, param, runtime, threads_option
-from hcl_cli.config.pretrain import ARCHS
+from hcl_cli.config.base import BATCH_LIMIT, DEVICES, IMAGE_ARCHS, PREPARED, RUNS, StageConfig, output_file, param, runtime, threads_option
 from hcl_cli.errors import UsageError
 
 DEFAULT_MODEL = f"{RUNS}/models/encoder.safetensors"
@@ -31,7 +30,7 @@ class EmbedConfig(StageConfig):
     arch: str = runtime(
         RECORDED,
         f"With --init: small_cnn, resnet18 or resnet50; {RECORDED}: the architecture hcl export's record INIT.json names.",
-        choices=(RECORDED, *(arch for arch in ARCHS if arch not in ("auto", "gin"))),
+        choices=(RECORDED, *IMAGE_ARCHS),
     )
     out: str = output_file(f"{RUNS}/data/embeddings.safetensors", "Output embeddings file.")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)

@@ -7,14 +7,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hcl_cli.config.base import BATCH_LIMIT, COUNT_LIMIT, DEVICES, PREPARED, RUNS, SEED_LIMIT, StageConfig, param, runtime, threads_option
+from hcl_cli.config.base import (
+    BATCH_LIMIT,
+    COUNT_LIMIT,
+    DEVICES,
+    IMAGE_ARCHS,
+    PREPARED,
+    PROJECTION_DIM,
+    RUNS,
+    SEED_LIMIT,
+    StageConfig,
+    param,
+    runtime,
+    threads_option,
+)
 from hcl_cli.errors import UsageError
 from hcl_cli.objectives.registry import QUEUE_AND_AUTOGRAD, SAMPLERS, Sampler, check_moco, sampler_options, users_label, users_of
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.objectives.schedules import LR_SCHEDULES
 from hcl_cli.option import Option
 
-ARCHS = ("auto", "small_cnn", "resnet18", "resnet50", "gin")
+ARCHS = ("auto", *IMAGE_ARCHS, "gin")
 LABEL_PROTOCOLS = ("inductive", "transductive")
 """How pretraining on graphs meets the labels under a sampler that reads them (docs/protocol-graphs.md)."""
 TRANSDUCTIVE_LABELS = "transductive: the encoder saw the test labels"
@@ -57,7 +70,7 @@ class PretrainConfig(StageConfig):
         32, "Graphs (arch gin): width of every GIN layer (HCL App. D.2: 32).", minimum=1, maximum=4096, modality="graph"
     )
     projection_dim: int = param(
-        128,
+        PROJECTION_DIM,
         "Images: output size of the projection head (graphs: the heads keep the GIN's width).",
         minimum=1,
         maximum=65536,

@@ -25,9 +25,8 @@ import torch
 from torch import Tensor
 
 from hcl_cli.artifacts import check_made_from, check_outputs_apart, check_replaceable, header_kind, prepared_sha256
-from hcl_cli.config.base import CUDA_THREADS, parse_threads
+from hcl_cli.config.base import CUDA_THREADS, PROJECTION_DIM, parse_threads
 from hcl_cli.config.embed import RECORDED, EmbedConfig
-from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.embeddings import EMBEDDINGS_OUTPUT, SPLITS, save_embeddings
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.image.card import DatasetCard
@@ -117,7 +116,7 @@ def initial_encoder(
     stats = Normalisation(record["mean"], record["std"]) if record else Normalisation(card.mean, card.std)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(HEAD_SEED)
-        model = build_model(arch, *shape, PretrainConfig.projection_dim)
+        model = build_model(arch, *shape, PROJECTION_DIM)
     modality.check_fits(model, card, option, f"--data {shown(config.data)}")
     described = load_backbone_file(model, config.init, "--init")
     made = {"path": shown(config.init), "weights": described, "record": record is not None, "head_seed": HEAD_SEED}
