@@ -339,14 +339,15 @@ def test_sinkhorn_ends_early_once_settled_as_running_every_round_would(monkeypat
             reads.append(value)
         return real_bool(value)
 
+    every = ot_module.SETTLED_READ_EVERY
     monkeypatch.setattr(ot_module, "bool", counted_bool, raising=False)
     early = sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000)
-    assert 0 < len(reads) < 1000 // ot_module.SETTLED_READ_EVERY, "it settled and ended early"
-    monkeypatch.setattr(ot_module, "SETTLED_READ_EVERY", 10**9)
-    assert torch.equal(sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000), early)
+    assert 0 < len(reads) < 1000 // every, "it settled and ended early"
     reads.clear()
-    sinkhorn_log_coupling(cost, epsilon=0.5, iterations=ot_module.SETTLED_READ_EVERY)
+    sinkhorn_log_coupling(cost, epsilon=0.5, iterations=every)
     assert reads == [], "no read within the image presets' rounds"
+    monkeypatch.setattr(ot_module, "SETTLED_READ_EVERY", 10**9)  # never read: all 1000 rounds run
+    assert torch.equal(sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000), early)
 
 
 def test_sinkhorn_with_tiny_epsilon_matches_pot_log_domain() -> None:
