@@ -90,12 +90,24 @@ def rewrite_readme(readme: Path, results: dict[str, dict[str, Any]]) -> None:
 
 
 def results_files() -> dict[str, dict[str, Any]]:
-    """Every ``results/reproduce_graph_NAME.json`` by NAME, but the parts a merge joined into another (``part_*``, or a
-    name another file's invocations passed to ``--merge``)."""
+    """Every ``results/reproduce_graph_NAME.json`` by NAME, but the parts a merge joined into another: ``part_*``, or a
+    name another file's invocations passed to ``--merge`` whose every row that file holds (a file that lent a table only
+    some of its rows, as HCL Fig. 3's lends UnDiMix Fig. 7 its HCL row, keeps its own table)."""
     files = {path.stem.removeprefix(PREFIX): json.loads(path.read_text()) for path in sorted(common.RESULTS.glob(f"{PREFIX}*.json"))}
     joined = [result for name, result in files.items() if not name.startswith("part_")]  # a part may take in the joint file too
-    merged = {part for result in joined for invocation in result.get("invocations", []) for part in merged_parts(invocation)}
+    merged = {
+        part
+        for result in joined
+        for invocation in result.get("invocations", [])
+        for part in merged_parts(invocation)
+        if part in files and rows_of(files[part]) <= rows_of(result)
+    }
     return {name: result for name, result in files.items() if not name.startswith("part_") and name not in merged}
+
+
+def rows_of(result: dict[str, Any]) -> set[tuple[str, str]]:
+    """A results file's (dataset, method) rows."""
+    return {(dataset, method) for dataset, entry in result["datasets"].items() for method in entry["methods"]}
 
 
 def merged_parts(invocation: dict[str, Any]) -> list[str]:

@@ -344,7 +344,7 @@ def table(
         ),
     ] = None,
 ) -> None:
-    """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3) from the shipped or fetched TU data: every method on the same seeds, ours beside the paper's number, paired differences with 95% intervals, the untrained encoder."""
+    """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data: every method on the same seeds, ours beside the paper's number, paired differences with 95% intervals, the untrained encoder."""
     from hcl_cli.stages import table as table_stage
 
     if verify is not None:

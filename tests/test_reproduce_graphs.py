@@ -178,3 +178,19 @@ def test_each_datasets_sentence_follows_the_intervals_and_fig3_is_read_against_i
     assert "hard negatives do not help beyond the noise: no hard-negative row is above its InfoGraph (1 of 1 within" in (
         reproduce_graphs.verdict("TOY", calm, untrained)
     )
+
+
+def test_a_file_that_lent_a_table_some_rows_keeps_its_own_table_and_a_joined_part_does_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def results_file(name: str, methods: list[str], merge: str = "") -> None:
+        command = f"benchmarks/reproduce_graphs.py --name {name}" + (f" --merge {merge} --tu-archive x" if merge else "")
+        result = {"datasets": {"MUTAG": {"methods": dict.fromkeys(methods, {})}}, "invocations": [{"command": command}]}
+        (tmp_path / f"{reproduce_graphs.PREFIX}{name}.json").write_text(json.dumps(result))
+
+    monkeypatch.setattr(reproduce_graphs.common, "RESULTS", tmp_path)
+    results_file("fig3", ["ucl", "fig3-beta0@official", "fig3-beta1@official"])
+    results_file("half", ["fig7-undimix"])
+    results_file("part_other", ["fig7-infograph"])
+    results_file("fig7", ["ucl", "fig3-beta1@official", "fig7-undimix", "fig7-infograph"], merge="fig3 half part_other")
+    assert sorted(reproduce_graphs.results_files()) == ["fig3", "fig7"]

@@ -315,6 +315,9 @@ def test_a_fig7_table_compares_undimix_with_its_infograph_and_with_hcl_and_answe
     }
     for value in rows.values():
         value.update(minus_ucl=None, minus_untrained=None)
+    rows["ucl"] = {**row([79.0, 80.0, 81.0], "ucl"), "parameters": {"sampler": "ucl"}, "minus_ucl": None}
+    rows["ucl"]["minus_untrained"] = {"mean": 9.0, "ci95": [8.0, 10.0], "n": 3}
+    rows["fig7-infograph"]["minus_untrained"] = {"mean": -1.0, "ci95": [-3.0, 1.0], "n": 3}
     untrained = {"seeds": [0, 1, 2], "accuracies": [70.0, 71.0, 72.0], "mean": 71.0, "std": 1.0}
     result = {
         "complete": True,
@@ -331,3 +334,6 @@ def test_a_fig7_table_compares_undimix_with_its_infograph_and_with_hcl_and_answe
     assert "hard negatives help beyond the noise in" in text and "fig7-undimix +4.50" in text
     assert "Overall InfoGraph performs better in 3 out of the 6" in text and "the best mean is MUTAG HCL" in text
     assert "UnDiMix is above or within the noise of both InfoGraph and HCL on 1 of 1 judged: MUTAG" in text
+    assert "InfoGraph (fig7-infograph) is within the noise of its untrained encoder (-1.00 [-3.00, +1.00])" in text, (
+        "a Fig. 7 table's InfoGraph is its own row, not the ucl a merge brought in"
+    )

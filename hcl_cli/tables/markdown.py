@@ -126,10 +126,11 @@ def verdict(dataset: str, rows: dict[str, Any], untrained: dict[str, Any]) -> st
     if labels and labels["ci95"] and labels["n"] >= MIN_VERDICT_SEEDS:
         said += f". The labels (scl against InfoGraph): {interval_text(labels)}"
     said += not_judged
-    base = rows.get("ucl", {}).get("minus_untrained")
+    infograph = FIG7_INFOGRAPH if FIG7_INFOGRAPH in rows else "ucl"
+    base = rows.get(infograph, {}).get("minus_untrained")
     if base and base["ci95"]:
         side = "above" if base["ci95"][0] > 0 else "below" if base["ci95"][1] < 0 else "within the noise of"
-        said += f". InfoGraph (ucl) is {side} its untrained encoder ({interval_text(base)})"
+        said += f". InfoGraph ({infograph}) is {side} its untrained encoder ({interval_text(base)})"
     return f"{dataset}: {said}."
 
 
