@@ -5,7 +5,7 @@ The negative distribution is the coupling P of the batch with itself that solves
 phi = KL (entropic OT), uniform marginals 1/(2B), ground cost ``C_ij = ||z_i - z_j||^2`` (or, with
 ``ot_cost="exp"``, Sec. VII-C's ``exp(||z_i - z_j||^2 - kappa)``, ``ot_kappa`` = 1 by default as in
 the official code) and ``C = +inf`` on self and partner (the "non self-coupling" property). By
-Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``, found with log-domain Sinkhorn iterations on
+Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``, found with Sinkhorn iterations on
 detached embeddings (no gradient flows through P). Each anchor's negative distribution is its row,
 ``q(j|i) = 2B P_ij``, and the loss is Eq. (8) with HCL's tau+ debiasing and clamp
 (``objective="nce"``: ``Ng_i = N sum_j q_ij exp(s_ij)``), or the basic contrastive loss of Eq.
@@ -48,9 +48,10 @@ from hcl_cli.objectives.kernels import log_count
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
 DEVICE_PATH_ON_CPU = False
-"""Run the device path (the log-domain rounds, no host read but every :data:`SETTLED_READ_EVERY` rounds) on a CPU cost
-too: count the device path. The step counts (benchmarks/step_counts.py), which count a GPU step's ops and syncs on a
-CPU, set it; so do the tests that hold that path on a CPU."""
+"""True: :func:`sinkhorn_log_coupling` runs its device path (log-domain rounds, the stop read every
+:data:`SETTLED_READ_EVERY` rounds) on a CPU cost too. It is there to count the device path: the step counts
+(benchmarks/step_counts.py), which count a GPU step's ops and syncs on a CPU, set it, and the tests that hold that path
+on a CPU."""
 
 
 def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None) -> Tensor:
@@ -63,9 +64,9 @@ def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns
     costs. It stops once a round changes the row potentials by less than the square root of the
     machine epsilon (3e-4 in float32, 1.5e-8 in float64), i.e. once the marginals hold to that
     relative error; float32 rounding keeps the potentials from settling much below ~1e-5. ``+inf``
-    costs get zero mass. ``columns`` (m,) bool, where given, says which columns exist: the coupling
-    is then the one with the others' columns removed (the column marginal spread over those alone),
-    with zero mass in the others.
+    costs get zero mass. ``columns`` (m,) bool, where given, says which columns exist (the others'
+    costs +inf, as :func:`transport_cost` makes them): the coupling is then the one with the others'
+    columns removed (the column marginal spread over those alone), with zero mass in the others.
 
     The path is chosen by the cost's device. On a CPU, eager, a host read costs nothing (there is
     no device queue to stall), so the rounds are scaling iterations against a kernel stabilised by
