@@ -250,7 +250,7 @@ class StabilisedKernel:
 
     def rebuild(self) -> None:
         """Exponentiate the kernel around the current potentials; the scalings start again at 1."""
-        self.exponent = (self.log_kernel + self.f[:, None] + self.g[None, :]).to(self.kernel_dtype)
+        self.exponent = torch.add(self.log_kernel, self.f[:, None]).add_(self.g[None, :]).to(self.kernel_dtype)
         self.kernel = exp_flushed(self.exponent)
         self.u = torch.ones(self.f.shape, dtype=self.kernel_dtype, device=self.f.device)
         self.v = torch.ones(self.g.shape, dtype=self.kernel_dtype, device=self.g.device)
