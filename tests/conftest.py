@@ -1,4 +1,5 @@
-"""Fixtures shared by the test files: prepared digits at a chosen split, single-threaded torch, and the pipeline copied into a fresh folder."""
+"""Fixtures shared by the test files: prepared digits at a chosen split, single-threaded torch, the pipeline copied into a fresh
+folder, and the path Sinkhorn runs on a CPU."""
 
 from __future__ import annotations
 
@@ -62,3 +63,13 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(params=["cpu-scaling", "device-log-domain"])
+def sinkhorn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each of Sinkhorn's two paths on a CPU (``hcl_cli.objectives.ot.sinkhorn_log_coupling``): the CPU's scaling rounds, and
+    the device's log-domain rounds (``DEVICE_PATH_ON_CPU``)."""
+    from hcl_cli.objectives import ot
+
+    monkeypatch.setattr(ot, "DEVICE_PATH_ON_CPU", request.param == "device-log-domain")
+    return request.param

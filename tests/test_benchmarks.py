@@ -48,6 +48,7 @@ SMALLEST: dict[str, list[str] | None] = {
     + ["--device", "cpu", "--threads", "1"],
     "bench_queue": ["--queue-sizes", "64", "--batch-size", "16", "--repeats", "1", "--warmup", "0", "--threads", "1"],
     "bench_samplers": ["--batch-size", "16", "--repeats", "1", "--runs", "1", "--warmup", "0", "--threads", "1"],
+    "bench_sinkhorn_cpu": ["--archive", "{tu}", "--dataset", "TOY", "--batches", "1", "--repeats", "1", "--iterations", "5"],
     "check_cifar10_prepare": ["--archive", "{cifar}", "--sample", "2", "--expected-counts", str(10 * CIFAR_TRAIN), str(10 * CIFAR_TEST)],
     "reproduce": ["--name", "smoke", "--work", "{work}", "--device", "cpu", "--prepare", "dataset=digits,test_fraction=0.5"]
     + ["--set", "ucl:sampler=ucl", "--all", "arch=small_cnn,batch_size=64,max_steps=2,linear.epochs=5"],

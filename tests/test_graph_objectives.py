@@ -250,8 +250,8 @@ def test_float32_graph_loss_is_finite() -> None:
         assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss, (local, global_)))
 
 
-def test_ot_couples_nodes_with_graphs() -> None:
-    """``ot``'s q is n P of the entropic coupling of the nodes (1/n) with the graphs (1/G) under
+def test_ot_couples_nodes_with_graphs(sinkhorn_path: str) -> None:
+    """``ot``'s q, on each Sinkhorn path, is n P of the entropic coupling of the nodes (1/n) with the graphs (1/G) under
     ``||l_i - g_j||^2`` (POT's Sinkhorn on the full distance), the node's own graph excluded."""
     local, global_ = embeddings(seed=9)
     epsilon = 0.5

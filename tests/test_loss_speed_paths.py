@@ -3,9 +3,9 @@
 ``row_logsumexp`` against ``torch.logsumexp``, ``unit_rows`` against ``F.normalize``, the ``nce`` terms' kernel against the
 plain debiased expression; the tilted weights' one-step gradient (``TiltedLogMean``) against autograd through
 the weights; H-SCL's supports and UnDiMix's parts against their plain (n, m) masks; the samplers'
-known ``log_normaliser`` against the rows' ``logsumexp``; the
-log-domain Sinkhorn against POT's log-domain Sinkhorn (same number of iterations) at tiny
-epsilon and on wide-range node-graph costs, with its marginals.
+known ``log_normaliser`` against the rows' ``logsumexp``; both paths of Sinkhorn (the CPU's stabilised scaling
+rounds, the device's log-domain rounds) against POT's log-domain Sinkhorn (same number of iterations) at tiny
+epsilon and on wide-range node-graph costs, with its marginals, and against each other.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def node_graph_cost(nodes: int, graphs: int, scale: float, seed: int) -> tuple[t
 
 @pytest.mark.parametrize("epsilon", [1e-3, 0.05, 0.5])
 @pytest.mark.parametrize("iterations", [1, 3, 40])
-def test_stabilised_sinkhorn_is_pot_log_domain_on_wide_range_costs(epsilon: float, iterations: int) -> None:
+def test_stabilised_sinkhorn_is_pot_log_domain_on_wide_range_costs(epsilon: float, iterations: int, sinkhorn_path: str) -> None:
     """Scores of ~+-30 at epsilon 1e-3: the log-kernel spans 1e5; still POT's sinkhorn_log after the same iterations."""
     cost, own = node_graph_cost(60, 6, 5.0, seed=3)
     nodes, graphs = cost.shape
@@ -218,7 +218,7 @@ def test_stabilised_sinkhorn_is_pot_log_domain_on_wide_range_costs(epsilon: floa
     assert log_coupling.exp()[own].max() == 0
 
 
-def test_stabilised_sinkhorn_in_float32_is_pot_to_float32_rounding() -> None:
+def test_stabilised_sinkhorn_in_float32_is_pot_to_float32_rounding(sinkhorn_path: str) -> None:
     """float32 on a node-graph batch at epsilon 0.05 (scores of ~+-16, a log-kernel spanning e^600): POT's
     float64 log-domain coupling after the same 20 iterations, to float32 rounding; the rows sum to 1/n."""
     cost, own = node_graph_cost(120, 8, 4.0, seed=4)
@@ -236,3 +236,34 @@ def test_stabilised_sinkhorn_in_float32_is_pot_to_float32_rounding() -> None:
     # log P = log K + f + g with terms of ~640 in float32: 640 * 6e-8 ~ 4e-5 of rounding, relative, in every entry
     np.testing.assert_allclose(coupling.numpy() * nodes, expected * nodes, rtol=2e-4, atol=1e-6)
     torch.testing.assert_close(coupling.sum(1) * nodes, torch.ones(nodes, dtype=torch.float64), rtol=0, atol=2e-4)
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("scale", [4.0, 20.0])
+@pytest.mark.parametrize("epsilon", [0.05, 0.2, 1.0])
+@pytest.mark.parametrize("queued", [False, True], ids=["all-columns", "columns-mask"])
+def test_sinkhorn_s_cpu_and_device_paths_give_one_coupling_to_float32_rounding(
+    scale: float, epsilon: float, queued: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """float32 node-graph costs whose finite part spans up to 26,000 epsilons (scale 20 at epsilon 0.05), +inf on each
+    node's own graph, and, with a batch queue's ``columns``, two graphs absent (+inf, as ``transport_cost`` makes them):
+    the CPU's scaling rounds and the device's log-domain rounds (``DEVICE_PATH_ON_CPU``) give q = n P to 3e-4 in every
+    entry (P to 3e-4 / n), zero mass on the +inf costs and on the absent columns."""
+    from hcl_cli.objectives import ot
+
+    cost, own = node_graph_cost(240, 12, scale, seed=5)
+    nodes = cost.shape[0]
+    cost = cost.float().masked_fill(own, math.inf)
+    columns = None
+    if queued:
+        columns = torch.ones(12, dtype=torch.bool)
+        columns[[3, 8]] = False
+        cost = cost.masked_fill(~columns, math.inf)
+    couplings = []
+    for device_path in (False, True):
+        monkeypatch.setattr(ot, "DEVICE_PATH_ON_CPU", device_path)
+        couplings.append(sinkhorn_log_coupling(cost, epsilon, 300, columns).exp())
+    cpu, device = couplings
+    torch.testing.assert_close(cpu * nodes, device * nodes, rtol=0, atol=3e-4)
+    assert cpu[cost == math.inf].max() == 0
+    torch.testing.assert_close(cpu.sum(1) * nodes, torch.ones(nodes), rtol=0, atol=1e-5)

@@ -307,7 +307,7 @@ def test_ot_with_large_epsilon_is_uniform(tau_plus: float, baseline: str) -> Non
     assert_same_loss(loss, contrastive_loss(z1, z2, sampler=baseline, temperature=T, tau_plus=tau_plus), (z1, z2))
 
 
-def test_sinkhorn_marginals_and_pot_agreement() -> None:
+def test_sinkhorn_marginals_and_pot_agreement(sinkhorn_path: str) -> None:
     z1, z2 = views(11, batch=16)
     z = unit_rows(z1, z2).detach()
     cost = (2 - 2 * z @ z.T).clamp(min=0)
@@ -323,10 +323,12 @@ def test_sinkhorn_marginals_and_pot_agreement() -> None:
 
 
 def test_sinkhorn_ends_early_once_settled_as_running_every_round_would(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rounds after the stopping test holds add exact zeros: the loop that ends at the first read after it (every
-    ``SETTLED_READ_EVERY`` rounds) gives the coupling of all 1000 rounds bit for bit, and reads nothing within 50."""
+    """The device path (log-domain, run on the CPU by ``DEVICE_PATH_ON_CPU``): rounds after the stopping test holds add
+    exact zeros: the loop that ends at the first read after it (every ``SETTLED_READ_EVERY`` rounds) gives the coupling of
+    all 1000 rounds bit for bit, and reads nothing within 50."""
     from hcl_cli.objectives import ot as ot_module
 
+    monkeypatch.setattr(ot_module, "DEVICE_PATH_ON_CPU", True)
     z1, z2 = views(21, batch=16)
     z = unit_rows(z1, z2).detach().float()
     forbidden = torch.eye(32, dtype=torch.bool) | torch.eye(32, dtype=torch.bool).roll(16, dims=1)
@@ -350,7 +352,33 @@ def test_sinkhorn_ends_early_once_settled_as_running_every_round_would(monkeypat
     assert torch.equal(sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000), early)
 
 
-def test_sinkhorn_with_tiny_epsilon_matches_pot_log_domain() -> None:
+def test_cpu_sinkhorn_ends_at_the_round_its_stopping_test_first_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU path reads its stopping test every round: it runs the rounds up to the first whose change of the row
+    potentials is below sqrt(float32 eps), no more, and its coupling is that of a budget of exactly those rounds."""
+    from hcl_cli.objectives import ot as ot_module
+
+    z1, z2 = views(21, batch=16)
+    z = unit_rows(z1, z2).detach().float()
+    forbidden = torch.eye(32, dtype=torch.bool) | torch.eye(32, dtype=torch.bool).roll(16, dims=1)
+    cost = (2 - 2 * z @ z.T).clamp(min=0).masked_fill(forbidden, math.inf)
+    potentials = [torch.zeros(32, dtype=torch.float64)]
+    update_rows = ot_module.StabilisedKernel.update_rows
+
+    def recorded(kernel: ot_module.StabilisedKernel) -> torch.Tensor:
+        potentials.append(update_rows(kernel))
+        return potentials[-1]
+
+    monkeypatch.setattr(ot_module.StabilisedKernel, "update_rows", recorded)
+    early = sinkhorn_log_coupling(cost, epsilon=0.5, iterations=1000)
+    changes = [float((after - before).abs().max()) for before, after in zip(potentials, potentials[1:])]
+    tolerance = math.sqrt(torch.finfo(torch.float32).eps)
+    rounds = next(index for index, change in enumerate(changes, start=1) if change < tolerance)
+    assert len(changes) == rounds < 1000
+    assert torch.equal(sinkhorn_log_coupling(cost, epsilon=0.5, iterations=rounds), early)
+    assert not torch.equal(sinkhorn_log_coupling(cost, epsilon=0.5, iterations=rounds - 1), early)
+
+
+def test_sinkhorn_with_tiny_epsilon_matches_pot_log_domain(sinkhorn_path: str) -> None:
     """At epsilon = 1e-4 the kernel spans exp(-40000): the log-domain rounds never underflow."""
     z1, z2 = views(20)
     z = unit_rows(z1, z2).detach()

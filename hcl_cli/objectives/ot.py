@@ -5,7 +5,7 @@ The negative distribution is the coupling P of the batch with itself that solves
 phi = KL (entropic OT), uniform marginals 1/(2B), ground cost ``C_ij = ||z_i - z_j||^2`` (or, with
 ``ot_cost="exp"``, Sec. VII-C's ``exp(||z_i - z_j||^2 - kappa)``, ``ot_kappa`` = 1 by default as in
 the official code) and ``C = +inf`` on self and partner (the "non self-coupling" property). By
-Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``, found with log-domain Sinkhorn iterations on
+Lemma 3 it is ``P ~ exp((u_i + v_j - C_ij) / eps)``, found with Sinkhorn iterations on
 detached embeddings (no gradient flows through P). Each anchor's negative distribution is its row,
 ``q(j|i) = 2B P_ij``, and the loss is Eq. (8) with HCL's tau+ debiasing and clamp
 (``objective="nce"``: ``Ng_i = N sum_j q_ij exp(s_ij)``), or the basic contrastive loss of Eq.
@@ -47,29 +47,43 @@ from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
 from hcl_cli.objectives.kernels import log_count
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
+DEVICE_PATH_ON_CPU = False
+"""True: :func:`sinkhorn_log_coupling` runs its device path (log-domain rounds, the stop read every
+:data:`SETTLED_READ_EVERY` rounds) on a CPU cost too. It is there to count the device path: the step counts
+(benchmarks/step_counts.py), which count a GPU step's ops and syncs on a CPU, set it, and the tests that hold that path
+on a CPU."""
+
 
 def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None) -> Tensor:
     """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
-    Sinkhorn-Knopp (Cuturi 2013) in the log domain: ``iterations`` rounds of the column update then
-    the row update, the order of POT's ``ot.sinkhorn``, from the row potential 0, so the rows sum to
-    exactly 1/n and the columns to 1/m up to the convergence error, and the coupling after k rounds
-    is POT's ``sinkhorn_log`` after k iterations (``stopThr=0``) to rounding, at any ``epsilon`` and
-    range of costs. It stops once a round changes the row potentials by less than the square root
-    of the machine epsilon (3e-4 in float32, 1.5e-8 in float64), i.e. once the marginals hold to
-    that relative error; float32 rounding keeps the potentials from settling much below ~1e-5. The
-    stop is decided on the device: a round after it keeps the potentials as they are (it adds exact
-    zeros), and the host reads the decision only every :data:`SETTLED_READ_EVERY` rounds, to end the
-    loop early (a read per round would stall a GPU at every round; none at all would run every
-    round of a long budget, such as the graph presets' 1000). ``+inf`` costs get
-    zero mass. Kernel entries below ``tiny`` count as zero, so the rounds run with subnormals
-    flushed (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`. ``columns`` (m,) bool, where given,
-    says which columns exist: the coupling is then the one with the others' columns removed (the column marginal
-    spread over those alone), with zero mass in the others.
+    Sinkhorn-Knopp (Cuturi 2013): at most ``iterations`` rounds of the column update then the row
+    update, the order of POT's ``ot.sinkhorn``, from the row potential 0, so the rows sum to exactly
+    1/n and the columns to 1/m up to the convergence error, and the coupling after k rounds is POT's
+    ``sinkhorn_log`` after k iterations (``stopThr=0``) to rounding, at any ``epsilon`` and range of
+    costs. It stops once a round changes the row potentials by less than the square root of the
+    machine epsilon (3e-4 in float32, 1.5e-8 in float64), i.e. once the marginals hold to that
+    relative error; float32 rounding keeps the potentials from settling much below ~1e-5. ``+inf``
+    costs get zero mass. ``columns`` (m,) bool, where given, says which columns exist (the others'
+    costs +inf, as :func:`transport_cost` makes them): the coupling is then the one with the others'
+    columns removed (the column marginal spread over those alone), with zero mass in the others.
+
+    The path is chosen by the cost's device. On a CPU, eager, a host read costs nothing (there is
+    no device queue to stall), so the rounds are scaling iterations against a kernel stabilised by
+    absorbed potentials (:class:`StabilisedKernel`), two matrix-vector products a round, and the
+    stop is read every round. On a GPU, or while compiling, a read would stall the device (or break
+    the graph), so the rounds are log-domain updates of log P itself (:func:`_sinkhorn_rounds`),
+    two ``logsumexp`` passes over the matrix a round, with the stop decided on the device: a round
+    after it adds exact zeros, and the host reads the decision only every :data:`SETTLED_READ_EVERY`
+    rounds to end the loop early (:data:`DEVICE_PATH_ON_CPU` runs this path on a CPU too). Kernel
+    entries below ``tiny`` count as zero, so the rounds run with subnormals flushed
+    (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`.
     """
     if torch.compiler.is_compiling():  # dynamo cannot trace set_flush_denormal (a graph break); exp_flushed zeroes the same
         return _sinkhorn_rounds(cost, epsilon, iterations, columns)
     with subnormals_flushed():
+        if cost.device.type == "cpu" and not DEVICE_PATH_ON_CPU:
+            return _scaling_rounds(cost, epsilon, iterations, columns)
         return _sinkhorn_rounds(cost, epsilon, iterations, columns)
 
 
@@ -130,7 +144,7 @@ preset's 1000 end within 50 rounds of settling. A compiled step never reads it (
 
 
 def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None) -> Tensor:
-    """The body of :func:`sinkhorn_log_coupling`: the rounds move ``log P = log K + f + g`` itself by each update of the
+    """The device path of :func:`sinkhorn_log_coupling`: the rounds move ``log P = log K + f + g`` itself by each update of the
     potentials, whose steps shrink as it converges, so the entries that carry mass stay near ``log(1/(n m))``, where
     float32 resolves them finely, rather than being sums of potentials of hundreds (a log-kernel spanning e^600)."""
     log_coupling = -cost / epsilon
@@ -151,6 +165,100 @@ def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Ten
         if reads and done % SETTLED_READ_EVERY == 0 and done < iterations and bool(settled):
             break  # the rounds left would add zeros
     return log_coupling
+
+
+def _scaling_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None) -> Tensor:
+    """The CPU path of :func:`sinkhorn_log_coupling`: :class:`StabilisedKernel`'s rounds on the columns that exist, the stop
+    read every round."""
+    if columns is not None:
+        log_coupling = torch.full_like(cost, -math.inf)
+        log_coupling[:, columns] = _scaling_rounds(cost[:, columns], epsilon, iterations, None)
+        return log_coupling
+    kernel = StabilisedKernel(-cost / epsilon)
+    tolerance = math.sqrt(torch.finfo(cost.dtype).eps)
+    row_potential = torch.zeros(cost.shape[0], dtype=cost.dtype, device=cost.device)
+    for _ in range(iterations):
+        kernel.update_columns()
+        updated = kernel.update_rows()
+        change = torch.linalg.vector_norm(updated - row_potential, math.inf)
+        row_potential = updated
+        if change < tolerance:
+            break
+    return kernel.log_coupling()
+
+
+class StabilisedKernel:
+    """Sinkhorn's state as absorbed potentials ``f``, ``g`` and scalings ``u``, ``v`` (Schmitzer 2019, "Stabilized sparse
+    scaling algorithms for entropy regularized transport problems", Alg. 2).
+
+    The log potentials of the iteration are ``f + log u`` (rows) and ``g + log v`` (columns); the
+    kernel ``K_ij = exp(E_ij)``, ``E = log K + f + g``, is kept exponentiated, so an update is a
+    product with a vector: ``v = b / (K^T u)``, ``u = a / (K v)``, the log-domain updates
+    ``g + log v = log b - logsumexp_i(log K_ij + f_i + log u_i)`` (and the rows' likewise) exactly.
+
+    Exactness: entries of K below the dtype's ``tiny`` are lost, at most ``n tiny e^tau`` per sum
+    while the other side's scaling is at most ``e^tau``; a new scaling within ``e^{+-tau}`` means
+    its sums are at least ``marginal e^-tau``, so the relative error is at most
+    ``n m tiny e^{2 tau}``, which :attr:`bound` keeps below the machine epsilon (tau ~ 27 in
+    float32, ~330 in float64). A scaling past the bound (or not finite, as when ``epsilon`` is tiny
+    or the costs span thousands of epsilons and one update moves the potentials that far) is
+    recomputed by ``logsumexp`` in the log domain and absorbed into its potential, and the kernel
+    is rebuilt around the new potentials: then its entries are at most 1 again.
+
+    ``f``, ``g`` and ``log K`` (the cost's dtype's ``-C / eps``, as the device path starts from) are
+    kept in float64 and ``E`` rounded once to the cost's dtype: potentials of 1e5 (graph costs at
+    epsilon 0.05) would round every ``E_ij`` by float32's ulp there, 0.008, a relative error of
+    the coupling's entries and its row sums nearly as large. ``E_ij`` that carry mass are within a
+    few ``tau`` of ``log(1/(n m))``, where the cost's dtype resolves them finely.
+    """
+
+    def __init__(self, log_kernel: Tensor) -> None:
+        self.kernel_dtype = log_kernel.dtype
+        self.log_kernel = log_kernel.double()
+        rows, columns = log_kernel.shape
+        info = torch.finfo(log_kernel.dtype)
+        self.bound = 0.5 * (math.log(info.eps) - math.log(rows * columns) - math.log(info.tiny))
+        self.log_row_marginal, self.log_column_marginal = -math.log(rows), -math.log(columns)
+        self.f = torch.zeros(rows, dtype=torch.float64, device=log_kernel.device)
+        largest = self.log_kernel.amax(dim=0)
+        self.g = -torch.where(torch.isfinite(largest), largest, 0.0)
+        """The start: column maxima absorbed (any g is; POT's first update reads only u = 1), so K's entries are at most 1."""
+        self.rebuild()
+
+    def update_columns(self) -> None:
+        """``v = b / (K^T u)``; by ``logsumexp``, absorbed, where that leaves the bound."""
+        log_u = self.u.log()
+        log_v = self.log_column_marginal - torch.log(self.u @ self.kernel)
+        if not bool(torch.linalg.vector_norm(log_v, math.inf) <= self.bound):
+            self.f = self.f + log_u
+            self.g = self.g + (self.log_column_marginal - logsumexp_flushed(self.exponent + log_u[:, None], dim=0))
+            self.rebuild()
+            return
+        self.v = log_v.exp()
+
+    def update_rows(self) -> Tensor:
+        """``u = a / (K v)``; by ``logsumexp``, absorbed, where that leaves the bound. Returns the row potentials ``f + log u``."""
+        log_v = self.v.log()
+        log_u = self.log_row_marginal - torch.log(self.kernel @ self.v)
+        if not bool(torch.linalg.vector_norm(log_u, math.inf) <= self.bound):
+            self.g = self.g + log_v
+            self.f = self.f + (self.log_row_marginal - logsumexp_flushed(self.exponent + log_v[None, :], dim=1))
+            self.rebuild()
+            return self.f
+        self.u = log_u.exp()
+        return self.f + log_u
+
+    def rebuild(self) -> None:
+        """Exponentiate the kernel around the current potentials; the scalings start again at 1."""
+        self.exponent = torch.add(self.log_kernel, self.f[:, None]).add_(self.g[None, :]).to(self.kernel_dtype)
+        self.kernel = exp_flushed(self.exponent)
+        self.u = torch.ones(self.f.shape, dtype=self.kernel_dtype, device=self.f.device)
+        self.v = torch.ones(self.g.shape, dtype=self.kernel_dtype, device=self.g.device)
+
+    def log_coupling(self) -> Tensor:
+        """log P = E + log u + log v: the kernel's own rounded exponent, so the rows sum to the marginal as the last ``K v``
+        does (entries below ``tiny`` keep their value)."""
+        return self.exponent + self.u.log()[:, None] + self.v.log()[None, :]
 
 
 def transport_cost(batch: ScoreBatch, options: SamplerOptions) -> Tensor:

@@ -101,9 +101,7 @@ OT_EPSILON = Option(
 )
 OT_COST = Option("ot_cost", "sq", "Ground cost: sq (||z_i - z_j||^2) or exp (exp(||z_i - z_j||^2 - kappa)).", choices=("sq", "exp"))
 OT_KAPPA = Option("ot_kappa", 1.0, "Offset kappa of the exp cost.", minimum=-20.0, maximum=20.0)
-OT_ITERATIONS = Option(
-    "ot_iterations", 50, "Maximum Sinkhorn iterations (log domain; stops early at convergence).", minimum=1, maximum=100_000
-)
+OT_ITERATIONS = Option("ot_iterations", 50, "Maximum Sinkhorn iterations (stops early at convergence).", minimum=1, maximum=100_000)
 UNDIMIX_WEIGHTS = Option(
     "undimix_weights",
     "1,1,1",
