@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -58,11 +57,6 @@ def training_cost(data: Prepared, seed: int, scratch: Path) -> Tensor:
     return ot.transport_cost(NodeGraphBatch(model.local_d(nodes), model.global_d(graphs), batch.batch, None), config.loss_options(0))
 
 
-def path(device_path: bool) -> AbstractContextManager[object]:
-    """Sinkhorn's device path on the CPU for the block where ``device_path``, its CPU path otherwise; restored after."""
-    return mock.patch.object(ot, "DEVICE_PATH_ON_CPU", device_path)
-
-
 def rounds_run(run: Callable[[], Tensor], device_path: bool) -> int:
     """The rounds one call of ``run`` ran on a path: its row updates (a log-domain round takes two ``logsumexp`` passes)."""
     owner, name = (ot, "logsumexp_flushed") if device_path else (ot.StabilisedKernel, "update_rows")
@@ -82,12 +76,12 @@ def measure(cost: Tensor, epsilon: float, iterations: int, repeats: int) -> dict
     couplings, seconds, rounds = {}, {name: [] for name in PATHS}, {}
     for repeat in range(repeats):
         for name in list(PATHS)[:: 1 if repeat % 2 else -1]:
-            with path(PATHS[name]):
+            with ot.device_path_on_cpu(PATHS[name]):
                 start = time.process_time()
                 couplings[name] = ot.sinkhorn_log_coupling(cost, epsilon, iterations).exp()
                 seconds[name].append(time.process_time() - start)
     for name, device_path in PATHS.items():
-        with path(device_path):
+        with ot.device_path_on_cpu(device_path):
             rounds[name] = rounds_run(lambda: ot.sinkhorn_log_coupling(cost, epsilon, iterations), device_path)
     difference = float((couplings["cpu"] - couplings["device"]).abs().max())
     return {

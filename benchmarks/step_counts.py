@@ -21,7 +21,7 @@ Each op is also put in one phase of the step, by the profiled range it runs in: 
 ``forward`` (the encoder, and the key encoder with a queue), ``loss``, ``backward`` (the autograd
 engine), ``optimiser`` (``Optimizer.step``), ``other`` (what is left: the batch's indexing, the views'
 glue, the gradients' norm and the finite check). The step is counted as a GPU runs it: the ot sampler's Sinkhorn runs
-its device path (:func:`device_path`), not the CPU's, whose stop is read every round. Goals: ResNet-18 at batch 64, at
+its device path (:func:`~hcl_cli.objectives.ot.device_path_on_cpu`), not the CPU's, whose stop is read every round. Goals: ResNet-18 at batch 64, at
 most 2,000 ops per step for ucl and hucl, and at most one sync in the three steps for every sampler, with a queue in both modes (``tests/test_step_counts.py``
 pins them). A setting is ``SAMPLER`` or ``SAMPLER@queue`` (a 128-key queue, ``queue_mode: batch``) or ``SAMPLER@moco``
 (``queue_mode: moco``). Writes ``benchmarks/results/step_counts.json``::
@@ -42,7 +42,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import torch
 from torch.autograd.profiler_util import FunctionEvent
@@ -180,7 +179,7 @@ def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SI
     config = setting_config(folder, arch, sampler, batch_size, **extra)
     modality = modality_of(folder)
     card = modality.load_card(folder)
-    with device_path(), distributed_context("cpu") as context:
+    with ot.device_path_on_cpu(), distributed_context("cpu") as context:
         samples, labels = modality.load_samples(folder, modality.training_splits(card, config.needs_labels), context.device)
         context.seed_everything(config.seed)
         _, step = build_training(modality, config, card, context)
@@ -209,12 +208,6 @@ def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SI
         syncs=host_syncs(profiler.events()),
         phases={phase: phases[phase] / PROFILED_STEPS for phase in PHASES},
     )
-
-
-def device_path() -> contextlib.AbstractContextManager[object]:
-    """Count the device path: Sinkhorn's log-domain rounds with no host read (:data:`~hcl_cli.objectives.ot.DEVICE_PATH_ON_CPU`)
-    on the CPU for the block, as a GPU step runs them; restored after."""
-    return mock.patch.object(ot, "DEVICE_PATH_ON_CPU", True)
 
 
 @contextlib.contextmanager

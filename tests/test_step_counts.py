@@ -1,7 +1,7 @@
 """Issues 28 and 43's goals for the host work of one image training step, counted exactly on a CPU (``benchmarks/step_counts.py``):
 at most 2,000 aten ops per ResNet-18 step at batch 64 for ucl and hucl (with Adam, SGD, and LARS under a cosine schedule),
 and at most one host sync in three steps for every sampler and both queue modes (on the small CNN: the syncs are the loss's and the queue's, not the encoder's).
-The step is counted as a GPU runs it: the ot sampler's Sinkhorn on its device path (``benchmarks.step_counts.device_path``), not
+The step is counted as a GPU runs it: the ot sampler's Sinkhorn on its device path (``hcl_cli.objectives.ot.device_path_on_cpu``), not
 the CPU's, which reads its stopping test every round.
 
 The measured figures (``benchmarks/results/step_counts.json``) sit well below the bound, so an added op here and there

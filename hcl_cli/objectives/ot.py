@@ -54,6 +54,17 @@ DEVICE_PATH_ON_CPU = False
 on a CPU."""
 
 
+@contextlib.contextmanager
+def device_path_on_cpu(enabled: bool = True) -> Iterator[None]:
+    """Set :data:`DEVICE_PATH_ON_CPU` to ``enabled`` for the block (the step counts, the Sinkhorn benchmark); restored after."""
+    global DEVICE_PATH_ON_CPU
+    before, DEVICE_PATH_ON_CPU = DEVICE_PATH_ON_CPU, enabled
+    try:
+        yield
+    finally:
+        DEVICE_PATH_ON_CPU = before
+
+
 def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None) -> Tensor:
     """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
