@@ -143,6 +143,9 @@ def main() -> None:
         "--verify", type=Path, metavar="FILE", help="rerun seed 0 of every row of a results file and write verify_FILE beside it"
     )
     parser.add_argument(
+        "--rows", nargs="+", default=[], help="with --verify: only these rows (DATASET or DATASET/METHOD; hcl table --help)"
+    )
+    parser.add_argument(
         "--readme", action="store_true", help="rewrite docs/graphs.md's graph tables from every results/reproduce_graph_*.json and exit"
     )
     args = parser.parse_args()
@@ -150,7 +153,7 @@ def main() -> None:
         if args.readme:
             rewrite_readme(README, results_files())
         elif args.verify:
-            table_stage.verify(args.verify, args.tu_archive, args.work, args.threads)
+            table_stage.verify(args.verify, args.tu_archive, args.work, args.threads, tuple(args.rows))
         elif not args.name:
             parser.error("--name is required (but with --readme or --verify)")
         elif args.table:

@@ -343,13 +343,22 @@ def table(
             help="Rerun one seed (0) of every row of the results FILE at this commit, say per row whether it is equal, write verify_FILE beside it.",
         ),
     ] = None,
+    rows: Annotated[
+        str,
+        typer.Option(
+            metavar="ROWS",
+            help="With --verify: rerun only these rows (comma-separated DATASET or DATASET/METHOD as the file names them, e.g. PTC_MR/ot-eps1); the record keeps the other rows as checked before, so parts run side by side join in it.",
+        ),
+    ] = "",
 ) -> None:
     """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data: every method on the same seeds, ours beside the paper's number, paired differences with 95% intervals, the untrained encoder."""
     from hcl_cli.stages import table as table_stage
 
     if verify is not None:
-        table_stage.verify(Path(verify), Path(data), threads=threads)
+        table_stage.verify(Path(verify), Path(data), threads=threads, rows=tuple(filter(None, rows.split(","))))
         return
+    if rows:
+        raise UsageError("--rows selects rows of a verification: give it with --verify")
     if name is None:
         raise UsageError("--name is required (but with --verify)")
     request = table_stage.TableRequest(

@@ -16,7 +16,7 @@ import torch
 from hcl_cli.errors import UsageError
 from hcl_cli.stages import table as table_stage
 from hcl_cli.stages.table import TableRequest
-from hcl_cli.tables.markdown import markdown
+from hcl_cli.tables.markdown import markdown, verification_column
 from hcl_cli.tables.runs import Prepared
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,19 +230,71 @@ def test_a_stopped_verification_keeps_its_rows_and_a_rerun_at_the_same_clean_com
     methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}
     result = {"protocol": "inductive", "datasets": {"MUTAG": {"methods": methods}}}
     card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
-    saved: list[dict] = []
+    store = verify_module.RecordInMemory()
 
-    def verify(earlier: dict | None) -> dict:
+    def verify() -> dict:
         load = lambda name: Prepared(tmp_path, card, None, torch.zeros(0))  # noqa: E731
-        return verify_module.verification(result, "x.json", load, tmp_path, say=lambda _: None, earlier=earlier, save=saved.append)
+        return verify_module.verification(result, "x.json", load, tmp_path, say=lambda _: None, update=store)
 
     with pytest.raises(KeyboardInterrupt):
-        verify(None)
-    stopped = saved[-1]
+        verify()
+    stopped = store.saved[-1]
     assert [r["method"] for r in stopped["rows"]] == ["ucl", "hucl"] and stopped["partial"].startswith("2 of the 3 rows")
-    record = verify(stopped)
+    record = verify()
     assert "partial" not in record and [r["method"] for r in record["rows"]] == ["ucl", "hucl", "scl"] and record["equal"] == 3
     assert reruns[3:] == (["ucl", "hucl", "scl"] if dirty else ["scl"])
+
+
+def test_parts_of_a_verification_run_side_by_side_join_in_one_record_and_a_later_part_keeps_the_others(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``rows`` splits a verification: a part that writes while another runs keeps that part's rows (each write joins the
+    stored record under a lock), and a part at a later commit reruns only its rows, the others keeping the commit they
+    reran at, which the table's column names."""
+    from hcl_cli.tables import verify as verify_module
+
+    reruns: list[tuple[str, str]] = []
+    identity = {"commit": "aaaa000000000000", "dirty": False}
+
+    def fake_run(values: dict, seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool, protocol: str) -> dict:
+        reruns.append((identity["commit"], values["sampler"] if train else "untrained"))
+        if reruns[-1] == ("aaaa000000000000", "ucl"):  # the other part runs and writes while this one trains
+            table_stage.verify(results, work=tmp_path / "work", rows=("MUTAG/hucl", "MUTAG/scl"))
+        return {"accuracy": 80.0, "train_seconds": 1.0, "eval_seconds": 0.0}
+
+    card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
+    monkeypatch.setattr(verify_module, "run_one", fake_run)
+    monkeypatch.setattr(verify_module, "run_identity", lambda: dict(identity))
+    monkeypatch.setattr(table_stage, "prepared", lambda work, name, source: Prepared(tmp_path, card, None, torch.zeros(0)))
+    row = {"seeds": [0], "accuracies": [80.0]}
+    methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"protocol": "inductive", "datasets": {"MUTAG": {"untrained": dict(row), "methods": methods}}}))
+
+    with pytest.raises(UsageError, match="--rows MUTAG/hscl: no such row"):
+        table_stage.verify(results, work=tmp_path / "work", rows=("MUTAG/hscl",))
+    assert not (tmp_path / "verify_results.json").exists()
+
+    first = table_stage.verify(results, work=tmp_path / "work", rows=("MUTAG/untrained", "MUTAG/ucl"))
+    assert [r["method"] for r in first["rows"]] == ["untrained", "ucl", "hucl", "scl"] and "partial" not in first
+    assert sorted(reruns) == sorted(("aaaa000000000000", name) for name in ("untrained", "ucl", "hucl", "scl"))
+
+    identity["commit"] = "bbbb000000000000"
+    later = table_stage.verify(results, work=tmp_path / "work", rows=("MUTAG/ucl",))
+    assert reruns[4:] == [("bbbb000000000000", "ucl")] and later["equal"] == 4
+    assert [r["rerun_commit"][:4] for r in later["rows"]] == ["aaaa", "bbbb", "aaaa", "aaaa"]
+    stored = json.loads((tmp_path / "verify_results.json").read_text())
+    assert stored["rows"] == later["rows"] and stored["command"].startswith("hcl")
+    heading, cells = verification_column(stored)
+    assert heading == "seed 0 reruns equal at bbbb000000"
+    assert cells["MUTAG", "ucl"] == "yes" and cells["MUTAG", "hucl"] == "yes (rerun at aaaa000000)"
+
+
+def test_rows_without_verify_is_a_one_line_usage_error() -> None:
+    result = hcl(ROOT, "table", "--name", "x", "--rows", "MUTAG")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "hcl table: error: --rows selects rows of a verification: give it with --verify"
+    ]
 
 
 def test_a_file_from_before_per_run_provenance_keeps_each_run_s_commit_when_merged(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ numbers) and ``OUT/NAME.md``, the table as the README prints it, also printed on
 from __future__ import annotations
 
 import datetime
+import fcntl
 import hashlib
 import json
 import math
@@ -207,10 +208,14 @@ def run(request: TableRequest) -> dict[str, Any]:
     return result
 
 
-def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1) -> dict[str, Any]:
-    """Rerun one seed of every row of the results file ``results`` at the current commit
-    (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and return it; a
-    rerun after a stop keeps the rows that record checked at the same clean commit."""
+def verify(
+    results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1, rows: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Rerun one seed of the rows of the results file ``results`` that ``rows`` names (all where it names none) at the
+    current commit (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and
+    return it. Every write holds ``WORK/record.lock`` and joins the record as it then stands, so parts with disjoint
+    ``rows`` run side by side in one folder join in one record; a rerun after a stop keeps the rows checked at the same
+    clean commit."""
     if not results.is_file():
         raise UsageError(f"--verify {shown(results)}: no such file")
     result = read_json(results, None)
@@ -222,20 +227,19 @@ def verify(results: Path, data: Path = Path("data/raw"), work: Path | None = Non
     command = shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])])
     head = {"command": command, "torch": torch.__version__, "device": "cpu"}
 
-    def save(record: dict[str, Any]) -> None:
-        save_text(path, json.dumps({**head, **record}, indent=2) + "\n")
+    def update(change: Callable[[dict[str, Any] | None], dict[str, Any]]) -> dict[str, Any]:
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "record.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+            stored = read_json(path, None)
+            record = {**head, **change(stored if isinstance(stored, dict) else None)}
+            if record.get("rows") or stored is not None:
+                save_text(path, json.dumps(record, indent=2) + "\n")
+            return record
 
-    earlier = read_json(path, None)
     record = verification(
-        result,
-        results.name,
-        lambda tu_name: prepared(folder, tu_name, data),
-        folder / "scratch",
-        earlier=earlier if isinstance(earlier, dict) else None,
-        save=save,
+        result, results.name, lambda tu_name: prepared(folder, tu_name, data), folder / "scratch", rows=rows, update=update
     )
-    save(record)
-    record = {**head, **record}
     print(f"hcl table: {record['equal']} of {record['total']} rows of {shown(results)} rerun equal; wrote {shown(path)}", flush=True)
     return record
 

@@ -12,12 +12,11 @@ one seed's training and SVM readout (its ``train_seconds_mean`` and ``eval_secon
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hcl_cli.errors import InputError
+from hcl_cli.errors import InputError, UsageError
 from hcl_cli.provenance import run_identity
 from hcl_cli.tables.runs import Prepared, run_one
 from hcl_cli.tables.summary import recorded_provenance
@@ -77,32 +76,80 @@ def planned_rows(result: dict[str, Any]) -> list[tuple[str, str, int, float, dic
     return rows
 
 
+RecordUpdate = Callable[[Callable[[dict[str, Any] | None], dict[str, Any]]], dict[str, Any]]
+"""Apply a change to the record as it now stands (None where there is none yet), store and return what it gives, as one
+step that no other part's update interleaves (:func:`hcl_cli.stages.table.verify` holds a lock)."""
+
+
+class RecordInMemory:
+    """A record kept in memory (:data:`RecordUpdate` for a caller that stores none): every state it took, in order."""
+
+    def __init__(self, record: dict[str, Any] | None = None) -> None:
+        self.saved: list[dict[str, Any]] = [record] if record else []
+
+    def __call__(self, change: Callable[[dict[str, Any] | None], dict[str, Any]]) -> dict[str, Any]:
+        self.saved.append(change(self.saved[-1] if self.saved else None))
+        return self.saved[-1]
+
+
+RowKey = tuple[str, str, int]
+
+
+def selected_rows(planned: list[tuple[Any, ...]], rows: tuple[str, ...]) -> set[RowKey]:
+    """The planned rows that ``rows`` names (each ``DATASET`` or ``DATASET/METHOD``, as the results file names them); all of
+    them where it names none. A name that matches no row is a one-line error."""
+    keys = {(dataset, name, seed) for dataset, name, seed, *_ in planned}
+    if not rows:
+        return keys
+    unknown = [wanted for wanted in rows if not any(matches(wanted, dataset, name) for dataset, name, _ in keys)]
+    if unknown:
+        known = ", ".join(f"{dataset}/{name}" for dataset, name, *_ in planned)
+        raise UsageError(f"--rows {','.join(unknown)}: no such row in the results file (it has {known})")
+    return {(dataset, name, seed) for dataset, name, seed in keys if any(matches(wanted, dataset, name) for wanted in rows)}
+
+
+def matches(wanted: str, dataset: str, name: str) -> bool:
+    return wanted in (dataset, f"{dataset}/{name}")
+
+
 def verification(
     result: dict[str, Any],
     source: str,
     load: Callable[[str], Prepared],
     scratch: Path,
     say: Callable[[str], None] = print,
-    earlier: dict[str, Any] | None = None,
-    save: Callable[[dict[str, Any]], None] = lambda record: None,
+    rows: tuple[str, ...] = (),
+    update: RecordUpdate | None = None,
 ) -> dict[str, Any]:
-    """Rerun every row of ``result`` (the results file ``source``) once, ``load`` giving each dataset by its TU name; the record.
+    """Rerun the rows of ``result`` (the results file ``source``) that ``rows`` names (all where it names none) once each,
+    ``load`` giving each dataset by its TU name; the record.
 
-    ``save`` gets the record after every row, with ``partial`` saying how far it is, so a stopped verification keeps its
-    rows; given that record as ``earlier``, a rerun keeps the rows it checked where both ran at the same clean commit (the
-    same code reruns a seed to the same number) and reruns the others."""
+    ``update`` stores the record after every row, with ``partial`` saying how far it is. The record holds every row of the
+    file that some part checked: the rows this run reran, and the others as the stored record holds them, each with the
+    commit it reran at (``rerun_commit``), so parts with disjoint ``rows`` run side by side join in one record. A rerun
+    keeps the rows of its selection that the stored record checked at the same clean commit (the same code reruns a seed
+    to the same number) and reruns the others."""
     planned = planned_rows(result)
+    selected = selected_rows(planned, rows)
     epochs = file_epochs(result)
     protocol = result.get("protocol", "transductive")
-    started = time.monotonic()
     identity = run_identity()
-    kept = resumable_rows(earlier, identity, protocol)
-    data: dict[str, Any] = dict(earlier["data"]) if kept and earlier else {}
-    seconds = float(earlier.get("seconds") or 0.0) if kept and earlier else 0.0
+    update = update or RecordInMemory()
+    stored = update(lambda record: record or {})
+    ours = {key: row for key, row in resumable_rows(stored, identity, protocol).items() if key in selected}
+    data: dict[str, Any] = {}
     loaded: dict[str, Prepared] = {}
-    checked: list[dict[str, Any]] = []
 
-    def record() -> dict[str, Any]:
+    def joined(record: dict[str, Any] | None) -> dict[str, Any]:
+        theirs = {} if record is None or record.get("protocol", protocol) != protocol else record_rows(record)
+        checked = []
+        for dataset, name, seed, recorded, *_ in planned:
+            key = (dataset, name, seed)
+            row = ours.get(key) if key in selected else theirs.get(key)
+            if row is not None and row["recorded"] == recorded:
+                checked.append(row)
+        rerun = {(row["dataset"], row["method"], row["seed"]) for row in checked}
+        missing = [f"{dataset}/{name}" for dataset, name, seed, *_ in planned if (dataset, name, seed) not in rerun]
         done = {
             "verifies": source,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -110,20 +157,21 @@ def verification(
             "seed_rule": "0 (else the row's first)",
             "epochs": result.get("epochs"),
             "protocol": protocol,
-            "data": data,
+            "data": {**((record or {}).get("data") or {}), **data},
             "rows": checked,
             "equal": sum(row["equal"] for row in checked),
             "total": len(checked),
-            "seconds": round(seconds + time.monotonic() - started, 1),
+            "seconds": round(sum(row.get("seconds") or 0.0 for row in checked), 1),
         }
-        if len(checked) < len(planned):
-            done["partial"] = f"{len(checked)} of the {len(planned)} rows rerun so far: rerun the same command to continue"
+        if missing:
+            done["partial"] = f"{len(checked)} of the {len(planned)} rows rerun so far; not checked: {', '.join(missing)}"
         return done
 
     for index, (dataset, name, seed, recorded, parameters, cpu, commit) in enumerate(planned, start=1):
-        row = kept.get((dataset, name, seed))
-        if row is not None and row["recorded"] == recorded:
-            checked.append(row)
+        key = (dataset, name, seed)
+        if key not in selected:
+            continue
+        if key in ours and ours[key]["recorded"] == recorded:
             say(f"hcl table: verify {index}/{len(planned)} {dataset}/{name} seed {seed}: kept from the stopped run at this commit")
             continue
         if dataset not in loaded:
@@ -132,31 +180,40 @@ def verification(
         run = run_one(parameters, seed, epochs, loaded[dataset], scratch, train=name != "untrained", protocol=protocol)
         now = round(run["accuracy"], 2)
         equal = now == round(recorded, 2)
-        checked.append(
-            {
-                "dataset": dataset,
-                "method": name,
-                "seed": seed,
-                "recorded": recorded,
-                "now": now,
-                "equal": equal,
-                "recorded_cpu": cpu,
-                "recorded_commit": commit,
-                "seconds": run["train_seconds"] + run["eval_seconds"],
-            }
-        )
+        ours[key] = {
+            "dataset": dataset,
+            "method": name,
+            "seed": seed,
+            "recorded": recorded,
+            "now": now,
+            "equal": equal,
+            "recorded_cpu": cpu,
+            "recorded_commit": commit,
+            "rerun_commit": identity["commit"],
+            "rerun_dirty": identity["dirty"],
+            "seconds": run["train_seconds"] + run["eval_seconds"],
+        }
         say(
             f"hcl table: verify {index}/{len(planned)} {dataset}/{name} seed {seed}: {recorded:.2f} recorded, {now:.2f} now: {'equal' if equal else 'DIFFERS'}"
         )
-        save(record())
-    return record()
+        update(joined)
+    return update(joined)
 
 
-def resumable_rows(earlier: dict[str, Any] | None, identity: dict[str, Any], protocol: str) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """The rows of the ``earlier`` record a rerun keeps, by (dataset, method, seed): all of them where it ran at the clean
-    commit that runs now under the same protocol, else none."""
-    if not earlier or identity["dirty"] is not False or earlier.get("dirty") is not False:
+def record_rows(record: dict[str, Any]) -> dict[RowKey, dict[str, Any]]:
+    """The rows of a stored record by (dataset, method, seed), each naming the commit it reran at (the record's, where a row
+    from before ``rerun_commit`` names none)."""
+    return {
+        (row["dataset"], row["method"], row["seed"]): {"rerun_commit": record.get("commit"), "rerun_dirty": record.get("dirty"), **row}
+        for row in record.get("rows", [])
+    }
+
+
+def resumable_rows(earlier: dict[str, Any] | None, identity: dict[str, Any], protocol: str) -> dict[RowKey, dict[str, Any]]:
+    """The rows of the ``earlier`` record that a rerun keeps, by (dataset, method, seed): those rerun at the clean commit
+    that runs now, under the same protocol."""
+    if not earlier or identity["dirty"] is not False or earlier.get("protocol") != protocol:
         return {}
-    if earlier.get("commit") != identity["commit"] or earlier.get("protocol") != protocol:
-        return {}
-    return {(row["dataset"], row["method"], row["seed"]): row for row in earlier.get("rows", [])}
+    return {
+        key: row for key, row in record_rows(earlier).items() if row["rerun_commit"] == identity["commit"] and row["rerun_dirty"] is False
+    }
