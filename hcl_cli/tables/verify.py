@@ -6,7 +6,8 @@ without one ran transductive), the untrained encoder with the parameters of the 
 (:func:`verification`) holds the commit, dirty flag, versions and machine of the rerun, and per row
 the seed, the recorded and the new accuracy and whether they are equal; the README's tables read it
 (:func:`hcl_cli.tables.markdown.markdown`). One run per row: a file costs the sum over its rows of
-one seed's training and SVM readout (its ``train_seconds_mean`` and ``eval_seconds_mean``).
+one seed's training and SVM readout (its ``train_seconds_mean`` and ``eval_seconds_mean``). A part reruns only the
+rows it names, and its record keeps the others as some earlier part checked them, each with its ``rerun_commit``.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ step that no other part's update interleaves (:func:`hcl_cli.stages.table.verify
 class RecordInMemory:
     """A record kept in memory (:data:`RecordUpdate` for a caller that stores none): every state it took, in order."""
 
-    def __init__(self, record: dict[str, Any] | None = None) -> None:
-        self.saved: list[dict[str, Any]] = [record] if record else []
+    def __init__(self) -> None:
+        self.saved: list[dict[str, Any]] = []
 
     def __call__(self, change: Callable[[dict[str, Any] | None], dict[str, Any]]) -> dict[str, Any]:
         self.saved.append(change(self.saved[-1] if self.saved else None))
