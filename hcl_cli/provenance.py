@@ -13,6 +13,7 @@ import datetime
 import os
 import platform
 import subprocess
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -131,10 +132,12 @@ RUN_LIBRARIES = ("torch", "numpy", "scipy", "scikit-learn")
 """The libraries whose versions every table run records (a change of any may move its numbers)."""
 
 
-def run_identity() -> dict[str, Any]:
+def run_identity(written: Callable[[str], bool] = lambda path: False) -> dict[str, Any]:
     """What made one run, for a results file's run records: the commit, whether tracked code differed from it (``dirty``,
-    the files named in ``changed``), the versions of Python, hcl and :data:`RUN_LIBRARIES`, and the machine (no path)."""
+    the files named in ``changed``, less those that ``written`` says the runs write themselves), the versions of Python,
+    hcl and :data:`RUN_LIBRARIES`, and the machine (no path)."""
     head, changed = git_head(), changed_files()
+    changed = None if changed is None else [path for path in changed if not written(path)]
     return {
         "commit": head,
         "dirty": None if changed is None else bool(changed),

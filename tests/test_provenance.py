@@ -73,3 +73,20 @@ def test_outside_a_repository_there_is_no_commit(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     record = run_record(torch.device("cpu"), now(), steps=10, planned_steps=10)
     assert record["git_commit"] is None and record["git_changed"] is None
+
+
+def test_a_verification_record_another_part_rewrote_does_not_make_a_verify_run_dirty(clone: Path) -> None:
+    """Parts of one verification run side by side in one checkout rewrite ``verify_*.json``: a part started after that is
+    still clean, while any other changed file keeps it dirty."""
+    from hcl_cli.provenance import run_identity
+    from hcl_cli.tables.verify import is_record
+
+    (clone / "results").mkdir()
+    (clone / "results" / "verify_x.json").write_text("{}\n")
+    (clone / "results" / "x.json").write_text("{}\n")
+    git(clone, "add", ".")
+    git(clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "records")
+    (clone / "results" / "verify_x.json").write_text('{"rows": []}\n')
+    assert run_identity(written=is_record)["dirty"] is False and run_identity()["changed"] == ["results/verify_x.json"]
+    (clone / "results" / "x.json").write_text('{"datasets": {}}\n')
+    assert run_identity(written=is_record)["changed"] == ["results/x.json"]

@@ -225,7 +225,7 @@ def test_a_stopped_verification_keeps_its_rows_and_a_rerun_at_the_same_clean_com
         return {"accuracy": 80.0, "train_seconds": 1.0, "eval_seconds": 0.0}
 
     monkeypatch.setattr(verify_module, "run_one", fake_run)
-    monkeypatch.setattr(verify_module, "run_identity", lambda: {"commit": "0123abc", "dirty": dirty})
+    monkeypatch.setattr(verify_module, "run_identity", lambda **_: {"commit": "0123abc", "dirty": dirty})
     row = {"seeds": [0], "accuracies": [80.0], "commits": ["0123abc"]}
     methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}
     result = {"protocol": "inductive", "datasets": {"MUTAG": {"methods": methods}}}
@@ -264,7 +264,7 @@ def test_parts_of_a_verification_run_side_by_side_join_in_one_record_and_a_later
 
     card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
     monkeypatch.setattr(verify_module, "run_one", fake_run)
-    monkeypatch.setattr(verify_module, "run_identity", lambda: dict(identity))
+    monkeypatch.setattr(verify_module, "run_identity", lambda **_: dict(identity))
     monkeypatch.setattr(table_stage, "prepared", lambda work, name, source: Prepared(tmp_path, card, None, torch.zeros(0)))
     row = {"seeds": [0], "accuracies": [80.0]}
     methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hcl_cli.errors import InputError, UsageError
@@ -24,6 +24,13 @@ from hcl_cli.tables.summary import recorded_provenance
 
 VERIFIED_PREFIX = "verify_"
 """The record of ``results/NAME.json`` is ``results/verify_NAME.json``."""
+
+
+def is_record(path: str) -> bool:
+    """Whether the repository path ``path`` is a verification record: one a part rewrites while another runs, which
+    changes no code (a part started after it is not dirty for it)."""
+    name = PurePosixPath(path).name
+    return name.startswith(VERIFIED_PREFIX) and name.endswith(".json")
 
 
 def record_path(results: Path) -> Path:
@@ -134,7 +141,7 @@ def verification(
     selected = selected_rows(planned, rows)
     epochs = file_epochs(result)
     protocol = result.get("protocol", "transductive")
-    identity = run_identity()
+    identity = run_identity(written=is_record)
     update = update or RecordInMemory()
     stored = update(lambda record: record or {})
     ours = {key: row for key, row in resumable_rows(stored, identity, protocol).items() if key in selected}
