@@ -95,6 +95,10 @@ def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
     lines = markdown(result, record).splitlines()
     assert lines[2].endswith("| yes (rerun at 84d5f0b5e6) |")
     assert lines[3].endswith("(made at e7894acf04, on AMD EPYC, rerun on Intel, rerun at 84d5f0b5e6) |")
+    record["rows"][0].update(rerun_commit="0123456789abcdef", rerun_dirty=False)  # the record's commit, but a clean tree
+    assert markdown(result, record).splitlines()[2].endswith("| yes (rerun at 0123456789) |")
+    record["dirty"], record["rows"][0]["rerun_dirty"] = False, True
+    assert markdown(result, record).splitlines()[2].endswith("| yes (rerun at 0123456789+dirty) |")
 
 
 @pytest.mark.parametrize(

@@ -202,10 +202,12 @@ def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[
     commit = (verification.get("commit") or "?")[:10] + ("+dirty" if verification.get("dirty") else "")
     cells = {}
     for row in verification["rows"]:
-        elsewhere = row.get("rerun_commit") not in (None, verification.get("commit"))  # a part joined from another commit
-        at = f", rerun at {row['rerun_commit'][:10]}" if elsewhere else ""
+        there = (row.get("rerun_commit"), bool(row.get("rerun_dirty")))
+        elsewhere = there[0] is not None and there != (verification.get("commit"), bool(verification.get("dirty")))  # another part's
+        rerun_at = f"rerun at {there[0][:10]}{'+dirty' if there[1] else ''}" if elsewhere else ""
+        at = f", {rerun_at}" if elsewhere else ""
         if row["equal"]:
-            cells[row["dataset"], row["method"]] = f"yes (rerun at {row['rerun_commit'][:10]})" if elsewhere else "yes"
+            cells[row["dataset"], row["method"]] = f"yes ({rerun_at})" if elsewhere else "yes"
         elif row.get("now") is None:
             cells[row["dataset"], row["method"]] = f"not rerun ({row.get('error', 'no result')})"
         else:
