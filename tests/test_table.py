@@ -293,6 +293,23 @@ def test_parts_of_a_verification_run_side_by_side_join_in_one_record_and_a_later
     assert heading == "seed 0 reruns equal at bbbb000000"
     assert cells["MUTAG", "ucl"] == "yes" and cells["MUTAG", "hucl"] == "yes (rerun at aaaa000000)"
 
+    identity["commit"] = "cccc000000000000"  # a part over the whole dataset, stopped after its first row
+    calls: list[str] = []
+
+    def stops_at_the_second(
+        values: dict, seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool, protocol: str
+    ) -> dict:
+        calls.append(values["sampler"])
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return {"accuracy": 80.0, "train_seconds": 1.0, "eval_seconds": 0.0}
+
+    monkeypatch.setattr(verify_module, "run_one", stops_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        table_stage.verify(results, work=tmp_path / "work", rows=("MUTAG",))
+    stopped = json.loads((tmp_path / "verify_results.json").read_text())
+    assert "partial" not in stopped and [r["rerun_commit"][:4] for r in stopped["rows"]] == ["cccc", "bbbb", "aaaa", "aaaa"]
+
 
 def test_rows_without_verify_is_a_one_line_usage_error() -> None:
     result = hcl(ROOT, "table", "--name", "x", "--rows", "MUTAG")

@@ -132,9 +132,11 @@ def verification(
     """Rerun the rows of ``result`` (the results file ``source``) that ``rows`` names (all where it names none) once each,
     ``load`` giving each dataset by its TU name; the record.
 
-    ``update`` stores the record after every row, with ``partial`` saying how far it is. The record holds every row of the
-    file that some part checked: the rows this run reran, and the others as the stored record holds them, each with the
-    commit it reran at (``rerun_commit``), so parts with disjoint ``rows`` run side by side join in one record. A rerun
+    ``update`` stores the record after every row, with ``partial`` naming the rows no part has checked. The record holds
+    every row of the file that some part checked: the rows this run reran, and the others (those it has yet to rerun
+    included) as the stored record holds them, each with the commit it reran at (``rerun_commit``), so parts with
+    disjoint ``rows`` run side by side join in one record, and a stopped part leaves the rows it did not reach as they
+    were. A rerun
     keeps the rows of its selection that the stored record checked at the same clean commit (the same code reruns a seed
     to the same number) and reruns the others."""
     planned = planned_rows(result)
@@ -153,7 +155,7 @@ def verification(
         checked = []
         for dataset, name, seed, recorded, *_ in planned:
             key = (dataset, name, seed)
-            row = ours.get(key) if key in selected else theirs.get(key)
+            row = ours.get(key, theirs.get(key))
             if row is not None and row["recorded"] == recorded:
                 checked.append(row)
         rerun = {(row["dataset"], row["method"], row["seed"]) for row in checked}
