@@ -233,7 +233,7 @@ def verify(
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process ends
             stored = read_json(path, None)
             record = {**head, **change(stored if isinstance(stored, dict) else None)}
-            if record.get("rows") or stored is not None:
+            if record.get("rows") and record != stored:  # a read (the change returns what stands) writes nothing
                 save_text(path, json.dumps(record, indent=2) + "\n")
             return record
 
