@@ -1,5 +1,9 @@
 """Where and when a run happened: time, machine, device and the git commit of the working folder.
 
+What a run did on its device (:func:`run_record`) goes into its declared outputs; when, on which host and from which
+commit (:func:`occasion_record`) into a record beside them that DVC does not track, so that a rerun's outputs are byte
+for byte the same.
+
 A run is *dirty* only when what it ran differs from its commit: a tracked file changed that is
 not one DVC writes. ``dvc.lock`` and the outputs dvc.yaml declares (``outs``, ``metrics``,
 ``plots``; some are tracked in git, like ``metrics/*.json``) change whenever the pipeline runs,
@@ -96,24 +100,34 @@ def code_state() -> dict[str, Any]:
     return {"git_commit": None if head is None else head + ("+dirty" if changed else ""), "git_changed": changed}
 
 
-def run_record(device: torch.device, started: datetime.datetime, steps: int, planned_steps: int) -> dict[str, Any]:
-    """The provenance of a run that started at ``started`` on ``device`` and ends now, after ``steps`` of its ``planned_steps``.
+def run_record(device: torch.device, steps: int, planned_steps: int) -> dict[str, Any]:
+    """What a run did, as a function of its inputs on one machine: its device and ``steps`` of its ``planned_steps``.
 
-    ``steps`` < ``planned_steps``: ``--max-steps`` stopped the run early (see :func:`describe_extent`).
-    ``git_commit`` is the commit, with ``+dirty`` when tracked code or params differ from it;
-    ``git_changed`` names those files (DVC's outputs left out): empty for a clean run, None
-    outside a git repository.
+    ``steps`` < ``planned_steps``: ``--max-steps`` stopped the run early (see :func:`describe_extent`). No time, host or
+    commit: the encoder's sidecar is a declared DVC output, and a rerun must write it byte for byte the same, or DVC reruns
+    everything downstream (:func:`occasion_record` keeps those, apart).
     """
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    return {"device": {"type": device.type, "name": name}, "steps": steps, "planned_steps": planned_steps}
+
+
+def occasion_record(started: datetime.datetime) -> dict[str, Any]:
+    """When, where and from which code a run that started at ``started`` ran, ending now: ``started``, ``finished``,
+    ``seconds``, ``host``, ``git_commit`` (with ``+dirty`` when tracked code or params differ from it) and ``git_changed``
+    (those files, DVC's outputs left out; None outside a git repository). Kept out of every declared output."""
+    finished = now()
     return {
         "started": started.isoformat(timespec="seconds"),
-        "finished": now().isoformat(timespec="seconds"),
-        "device": {"type": device.type, "name": name},
+        "finished": finished.isoformat(timespec="seconds"),
+        "seconds": round((finished - started).total_seconds(), 1),
         "host": platform.node(),
         **code_state(),
-        "steps": steps,
-        "planned_steps": planned_steps,
     }
+
+
+def occasion_path(artifact: Path) -> Path:
+    """Where :func:`occasion_record` of the run that wrote ``artifact`` (``NAME.safetensors``) lies: ``NAME.run.json``."""
+    return artifact.with_name(f"{artifact.stem}.run.json")
 
 
 def describe_extent(record: dict[str, Any] | None, epochs: int | None) -> str:

@@ -6,9 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
-from hcl_cli.provenance import now, run_record
+from hcl_cli.provenance import now, occasion_record
 
 DVC_YAML = """stages:
   knn-eval:
@@ -54,7 +53,7 @@ def test_dvc_outputs_and_lock_do_not_make_a_run_dirty(clone: Path) -> None:
     (clone / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     (clone / "metrics/knn.json").write_text('{"top1": 0.9467}\n')
     (clone / "dvclive/pretrain/plots/metrics/loss.tsv").write_text("step\tloss\n0\t0.9\n")
-    record = run_record(torch.device("cpu"), now(), steps=10, planned_steps=10)
+    record = occasion_record(now())
     assert not record["git_commit"].endswith("+dirty")
     assert record["git_changed"] == []
 
@@ -63,7 +62,7 @@ def test_changed_code_or_params_make_a_run_dirty_and_are_named(clone: Path) -> N
     (clone / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
     (clone / "code.py").write_text("x = 2\n")
     (clone / "params.yaml").write_text("pretrain:\n  beta: 2.0\n")
-    record = run_record(torch.device("cpu"), now(), steps=10, planned_steps=10)
+    record = occasion_record(now())
     assert record["git_commit"].endswith("+dirty")
     assert record["git_changed"] == ["code.py", "params.yaml"]
 
@@ -71,7 +70,7 @@ def test_changed_code_or_params_make_a_run_dirty_and_are_named(clone: Path) -> N
 def test_outside_a_repository_there_is_no_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    record = run_record(torch.device("cpu"), now(), steps=10, planned_steps=10)
+    record = occasion_record(now())
     assert record["git_commit"] is None and record["git_changed"] is None
 
 

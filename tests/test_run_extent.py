@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from hcl_cli.provenance import describe_extent
-from hcl_cli.report.markdown import changed_files
 from hcl_cli.stages import compare
 from hcl_cli.training.log import TrainingLog
 
@@ -60,30 +59,19 @@ def test_compare_labels_a_run_stopped_by_max_steps_and_lists_its_steps_in_the_cs
     assert "Pretraining" not in complete_only
 
 
-def test_the_report_names_how_far_the_run_went_and_the_files_that_made_it_dirty() -> None:
+def test_the_report_names_how_far_the_run_went() -> None:
     assert describe_extent({"steps": 120, "planned_steps": 300}, 60) == "stopped at step 120 of 300 (--max-steps)"
     assert describe_extent({"steps": 300, "planned_steps": 300}, 60) == "60 epochs"
-    assert changed_files(["hcl_cli/models.py", "params.yaml"]) == "; changed from that commit: `hcl_cli/models.py`, `params.yaml`"
-    assert changed_files([]) == "" and changed_files(None) == ""
 
 
-def test_the_reports_run_section_says_stopped_at_step_and_lists_the_changed_files(tmp_path: Path) -> None:
+def test_the_reports_run_section_says_stopped_at_step_and_where_the_time_and_commit_are_kept(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
     from hcl_cli.config import PretrainConfig
     from hcl_cli.modality import modality_named
     from hcl_cli.report.markdown import run_section
 
-    record = {
-        "started": "2026-11-25T04:00:00+00:00",
-        "finished": "2026-11-25T04:01:00+00:00",
-        "device": {"type": "cpu", "name": "x86_64"},
-        "host": "vm",
-        "git_commit": "abc1234+dirty",
-        "git_changed": ["params.yaml"],
-        "steps": 120,
-        "planned_steps": 300,
-    }
+    record = {"device": {"type": "cpu", "name": "x86_64"}, "steps": 120, "planned_steps": 300}
     sidecar = SimpleNamespace(run=record, epoch=60, world_size=1, versions={}, dataset=None)
     encoder = SimpleNamespace(
         path=tmp_path / "encoder.safetensors",
@@ -95,4 +83,4 @@ def test_the_reports_run_section_says_stopped_at_step_and_lists_the_changed_file
     section = run_section(None, encoder, tmp_path, tmp_path / "encoder.safetensors")  # type: ignore[arg-type]
     assert "`hucl`, small_cnn, stopped at step 120 of 300 (--max-steps); labels used" in section
     assert "60 epochs" not in section
-    assert "git commit `abc1234+dirty`; changed from that commit: `params.yaml`." in section
+    assert f"- **Trained**: on cpu (x86_64); when, on which host and at which commit: `{tmp_path / 'encoder.run.json'}`" in section

@@ -6,17 +6,16 @@ in :mod:`~hcl_cli.report.parameters`.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hcl_cli.artifacts import is_finite_number, sidecar_path
 from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS
 from hcl_cli.image.card import CARD_FILE
 from hcl_cli.metrics import EvaluationMetrics
 from hcl_cli.modality import Modality, modality_named
-from hcl_cli.provenance import describe_extent
+from hcl_cli.provenance import describe_extent, occasion_path
 from hcl_cli.report.escaping import code, inline
 from hcl_cli.report.inputs import Prepared, TrainedEncoder
 from hcl_cli.report.writer import FIGURES_FOLDER
@@ -149,26 +148,16 @@ def run_section(prepared: Prepared | None, encoder: TrainedEncoder | None, data:
         device = record.get("device") or {}
         processes = sidecar.world_size
         lines.append(
-            f"- **Trained**: {inline(record.get('started', '?'))} to {inline(record.get('finished', '?'))}{duration(record)} on "
-            f"{inline(device.get('type', '?'))} ({inline(device.get('name') or 'unnamed')}){f' x {processes} processes' if processes != 1 else ''}, "
-            f"host {code(record.get('host', '?'))}, git commit {code(record.get('git_commit') or 'none (not in a git repository)')}"
-            f"{changed_files(record.get('git_changed'))}."
+            f"- **Trained**: on {inline(device.get('type', '?'))} ({inline(device.get('name') or 'unnamed')})"
+            f"{f' x {processes} processes' if processes != 1 else ''}; when, on which host and at which commit: "
+            f"{code(occasion_path(encoder.path))}, a record DVC does not track (a rerun's outputs stay byte for byte the same)."
         )
     else:
-        lines.append(
-            f"- **Trained**: when, where and at which commit is not recorded in {source} (an encoder from before hcl recorded its runs)."
-        )
+        lines.append(f"- **Trained**: the device is not recorded in {source} (an encoder from before hcl recorded its runs).")
     versions = sidecar.versions
     software = ", ".join(f"{name} {inline(versions[name])}" for name in ("torch", "torchvision", "hcl", "python") if name in versions)
     lines.append(f"- **Software**: {software or 'not recorded'} (from {source}).")
     return "\n".join(lines)
-
-
-def changed_files(changed: object) -> str:
-    """``; changed from that commit: a.py, params.yaml`` for a dirty run's ``git_changed`` (nothing when clean or unrecorded)."""
-    if not isinstance(changed, list) or not changed:
-        return ""
-    return "; changed from that commit: " + ", ".join(code(name) for name in changed)
 
 
 def architecture(encoder: TrainedEncoder) -> str:
@@ -177,18 +166,6 @@ def architecture(encoder: TrainedEncoder) -> str:
     if model.arch == "gin":
         return f"gin ({model.encoder.layers} layers of {model.encoder.hidden}, {model.feature_dim}-d graph embedding)"
     return str(model.arch)
-
-
-def duration(record: dict[str, Any]) -> str:
-    """`` (1 h 02 min)`` between the record's start and finish, or nothing when either is unreadable."""
-    try:
-        seconds = int(
-            (datetime.datetime.fromisoformat(record["finished"]) - datetime.datetime.fromisoformat(record["started"])).total_seconds()
-        )
-    except (KeyError, TypeError, ValueError):
-        return ""
-    hours, minutes = divmod(seconds // 60, 60)
-    return f" ({hours} h {minutes:02d} min)" if hours else f" ({minutes} min {seconds % 60:02d} s)"
 
 
 def metric_section(rows: list[MetricRow], encoder: TrainedEncoder | None, prepared: Prepared | None) -> str:

@@ -31,10 +31,20 @@ batch (:class:`~hcl_cli.training.probes.HsclProbe`).
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 
-from hcl_cli.artifacts import check_outputs_apart, check_replaceable, log_sha256, prepared_sha256, tensor_output
+from hcl_cli.artifacts import (
+    check_outputs_apart,
+    check_replaceable,
+    log_sha256,
+    prepared_sha256,
+    recorded_output,
+    sha256_of,
+    tensor_output,
+    write_output,
+)
 from hcl_cli.checkpoint import Checkpoint, CheckpointStore, TrainingPosition
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.pretrain import PretrainConfig
@@ -45,7 +55,7 @@ from hcl_cli.logs import LOG
 from hcl_cli.modality import Modality, encoder_kinds, modality_of
 from hcl_cli.objectives.loss import check_labels
 from hcl_cli.objectives.sampler_options import SamplerOptions
-from hcl_cli.provenance import describe_extent, now, run_record
+from hcl_cli.provenance import describe_extent, now, occasion_path, occasion_record, run_record
 from hcl_cli.runtime import set_cpu_threads
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.init import start_from
@@ -57,6 +67,8 @@ from hcl_cli.training.signals import stop_on_signals
 
 ENCODER_FILE = "encoder.safetensors"
 CHECKPOINTS_FOLDER = "checkpoints"
+OCCASION_OUTPUT = recorded_output("run record")
+"""``OUT/encoder.run.json``: when, where and at which commit the encoder was trained (no DVC output holds these)."""
 
 
 def run(config: PretrainConfig) -> None:
@@ -72,6 +84,7 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
     started = now()
     check_outputs_apart({"--data": config.data, "--init": config.init}, {"--out": config.out, "--live-dir": config.live_dir})
     check_replaceable("--out", Path(config.out) / ENCODER_FILE, tensor_output("encoder artifact", encoder_kinds()))
+    check_replaceable("--out", occasion_path(Path(config.out) / ENCODER_FILE), OCCASION_OUTPUT)
     CheckpointStore(Path(config.out) / CHECKPOINTS_FOLDER).check_replaceable("--out")
     TrainingLog(config.live_dir).check_replaceable("--live-dir")
     modality = modality_of(config.data)
@@ -183,11 +196,13 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
                 "seed": config.seed,
                 "dataset": card.name,
                 "world_size": context.world_size,
-                "run": run_record(device, started, steps=total_steps, planned_steps=steps_per_epoch * config.epochs),
+                "run": run_record(device, steps=total_steps, planned_steps=steps_per_epoch * config.epochs),
                 "learned": {name: tensor.detach().cpu().tolist() for name, tensor in step.learned.items()},
                 "inputs": {"prepared": prepared, "training_log": log_sha256(config.live_dir), **started_from},
             }
             modality.save_encoder(out, model, card, meta)
+            occasion = {"encoder_sha256": sha256_of(out), **occasion_record(started)}
+            write_output(occasion_path(out), json.dumps(occasion, indent=2) + "\n", OCCASION_OUTPUT)
             extent = describe_extent(meta["run"], config.epochs)
             LOG.info(f"hcl pretrain: wrote {shown(out)} ({model.arch}, {config.sampler}, {extent}, {total_steps} steps)")
 

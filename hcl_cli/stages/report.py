@@ -43,7 +43,7 @@ from hcl_cli.errors import InputError, shown
 from hcl_cli.image.card import CARD_FILE
 from hcl_cli.logs import LOG
 from hcl_cli.metrics import inputs_path
-from hcl_cli.reference import load_reference, reproduction_note
+from hcl_cli.reference import reproduction_note
 from hcl_cli.report.baselines import knn_baselines, svm_baseline, untrained_name
 from hcl_cli.report.escaping import code
 from hcl_cli.report.figures import hard_negative_figure, pretrain_logs, similarity_figure, training_figures
@@ -127,7 +127,7 @@ def run(config: ReportConfig) -> None:
             title_line(config.title),
             run_section(prepared, encoder, Path(config.data), Path(config.model)),
             metric_section(rows, encoder, prepared),
-            reproduction_note(metrics, {name: stage.values for name, stage in recorded.items()}, load_reference()) or "",
+            reproduction_note(metrics, {name: stage.values for name, stage in recorded.items()}) or "",
             protocol_section(metrics, encoder, baselines=len(rows) > len(metrics), modality=modality),
             parameter_section(Path(config.params_file), recorded, modality.name if modality else None),
             figure_section(drawn),
