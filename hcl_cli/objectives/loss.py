@@ -11,7 +11,8 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import LossStats, MomentumKeys, PairBatch, contrastive_objective, negative_distribution
+from hcl_cli.objectives.candidates import MomentumKeys
+from hcl_cli.objectives.core import LossStats, PairBatch, contrastive_objective, negative_distribution
 from hcl_cli.objectives.registry import SAMPLERS, Sampler, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
@@ -78,7 +79,7 @@ def contrastive_loss(
     (``head_inputs`` for undimix, ...). The arithmetic runs in float32 (float64 for float64
     inputs) with autocast disabled, in the log domain.
 
-    ``momentum_keys`` (:class:`~hcl_cli.objectives.core.MomentumKeys`): a momentum encoder's keys of the
+    ``momentum_keys`` (:class:`~hcl_cli.objectives.candidates.MomentumKeys`): a momentum encoder's keys of the
     batch and its queue of K earlier keys (MoCo). The anchors ``[z1; z2]`` are then contrasted
     with the 2B + K candidates ``[k1; k2; queue]`` (each anchor's positive is its partner's key)
     under the same sampler, and no gradient reaches the keys. Without them, the candidates are
