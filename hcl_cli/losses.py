@@ -60,7 +60,7 @@ class SamplerLoss(nn.Module):
         self.options = SamplerOptions.resolve(self.spec, options)
         """The resolved options, as ``hcl pretrain --sampler SAMPLER`` with the same values resolves them."""
 
-    def sampler_loss(self, z1: Tensor, z2: Tensor, labels: Tensor | None, **inputs: Any) -> Tensor:
+    def batch_loss(self, z1: Tensor, z2: Tensor, labels: Tensor | None, **inputs: Any) -> Tensor:
         """The loss of the batch, with the step's tensors ``inputs`` (:data:`~hcl_cli.objectives.registry.RUNTIME_INPUTS`)."""
         options = self.options.with_inputs(**inputs)
         check_batch(z1, z2, labels, self.sampler, options)
@@ -82,7 +82,8 @@ class HardNegativeLoss(SamplerLoss):
     the samplers they are in ``hcl pretrain``: ``beta=0`` is Chuang et al.'s debiased loss (``--sampler debiased``),
     ``beta=0, tau_plus=0`` SimCLR's NT-Xent (``--sampler ucl``); otherwise ``--sampler hucl``. ``objective="bcl"``:
     HCL-OT's Eq. (9), ``E_q[z_i.z_j] - z_i.z_p``, where tau+ does not enter. ``detach_weights``: no gradient through q
-    (H-SCL's code); ``clip``: the weights' inner products scaled into [-2, 2] (HCL App. D.2, Fig. 14).
+    (H-SCL's code); ``clip``: the weights' inner products scaled into [-2, 2] (HCL App. D.2, Fig. 14); at ``beta=0``,
+    where the weights are uniform, neither changes anything.
     """
 
     def __init__(
@@ -104,7 +105,7 @@ class HardNegativeLoss(SamplerLoss):
 
     def forward(self, z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, momentum_keys: MomentumKeys | None = None) -> Tensor:
         """The loss of the (B, d) views ``z1``, ``z2`` (``labels`` (B,) read with ``positives="labels"``)."""
-        return self.sampler_loss(z1, z2, labels, momentum_keys=momentum_keys)
+        return self.batch_loss(z1, z2, labels, momentum_keys=momentum_keys)
 
 
 class SupervisedHardNegativeLoss(SamplerLoss):
@@ -141,7 +142,7 @@ class SupervisedHardNegativeLoss(SamplerLoss):
 
     def forward(self, z1: Tensor, z2: Tensor, labels: Tensor, *, momentum_keys: MomentumKeys | None = None) -> Tensor:
         """The loss of the (B, d) views ``z1``, ``z2`` of B images labelled ``labels`` (B,)."""
-        return self.sampler_loss(z1, z2, labels, momentum_keys=momentum_keys)
+        return self.batch_loss(z1, z2, labels, momentum_keys=momentum_keys)
 
 
 class OTNegativeLoss(SamplerLoss):
@@ -181,7 +182,7 @@ class OTNegativeLoss(SamplerLoss):
 
     def forward(self, z1: Tensor, z2: Tensor, labels: Tensor | None = None, *, momentum_keys: MomentumKeys | None = None) -> Tensor:
         """The loss of the (B, d) views ``z1``, ``z2`` (``labels`` (B,) read with ``positives="labels"``)."""
-        return self.sampler_loss(z1, z2, labels, momentum_keys=momentum_keys)
+        return self.batch_loss(z1, z2, labels, momentum_keys=momentum_keys)
 
 
 class UnDiMixLoss(SamplerLoss):
@@ -234,7 +235,7 @@ class UnDiMixLoss(SamplerLoss):
         """The loss of the (B, d) views ``z1``, ``z2``; ``head_inputs`` the (B, H) inputs ``(h1, h2)`` of the projection
         head's last linear layer ``head_layer`` (``z = head_layer(h)``), which ``uncertainty="literal"`` differentiates."""
         learned = {} if self.attention is None else {"undimix_attention": self.attention}
-        return self.sampler_loss(z1, z2, labels, head_inputs=head_inputs, head_layer=head_layer, momentum_keys=momentum_keys, **learned)
+        return self.batch_loss(z1, z2, labels, head_inputs=head_inputs, head_layer=head_layer, momentum_keys=momentum_keys, **learned)
 
 
 __all__ = ["HardNegativeLoss", "OTNegativeLoss", "SamplerLoss", "SupervisedHardNegativeLoss", "UnDiMixLoss"]

@@ -20,6 +20,7 @@ from hcl_cli.config.pretrain import PretrainConfig
 from hcl_cli.errors import UsageError
 from hcl_cli.image.modality import IMAGES
 from hcl_cli.losses import HardNegativeLoss, OTNegativeLoss, SamplerLoss, SupervisedHardNegativeLoss, UnDiMixLoss
+from hcl_cli.objectives.candidates import MomentumKeys
 from hcl_cli.objectives.loss import sampler_loss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +104,17 @@ def test_supervised_hard_negative_loss_is_the_clis_objective_bitwise(ours: dict[
     module, labels = SupervisedHardNegativeLoss(**ours), views(2)[2]
     assert module.sampler == cli["sampler"]
     assert_bitwise(lambda z1, z2: module(z1, z2, labels), lambda z1, z2: the_clis_loss(cli, z1, z2, labels), seed=2)
+
+
+@pytest.mark.parametrize(("module", "sampler"), [(HardNegativeLoss(), "hucl"), (OTNegativeLoss(), "ot")], ids=["hucl", "ot"])
+def test_a_momentum_encoders_keys_and_queue_are_the_clis_candidates(module: SamplerLoss, sampler: str) -> None:
+    generator = torch.Generator().manual_seed(6)
+    keys = MomentumKeys(*(torch.randn(size, DIM, generator=generator) for size in (BATCH, BATCH, 8)))
+    assert_bitwise(
+        lambda z1, z2: module(z1, z2, momentum_keys=keys),
+        lambda z1, z2: the_clis_loss({"sampler": sampler}, z1, z2, views(6)[2], momentum_keys=keys),
+        seed=6,
+    )
 
 
 def test_a_threshold_with_h_scl_betas_options_is_refused() -> None:
