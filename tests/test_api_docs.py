@@ -1,5 +1,5 @@
 """docs/api.md's code blocks run, in order, in an empty folder: the Python API page (load an encoder, embed a batch, the
-loss in a loop of one's own, export, a ten-line fine-tune of the exported encoder, ``--init`` from torchvision's
+loss modules of hcl_cli.losses in a loop of one's own, export, a ten-line fine-tune of the exported encoder, ``--init`` from torchvision's
 ResNet-18, ``hcl embed --init`` and the readouts) cannot fall behind the code."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def api_blocks() -> list[tuple[str, str]]:
 def test_the_page_is_in_the_nav_and_shows_each_part_of_the_api() -> None:
     assert ROOT / "docs" / "api.md" in nav_pages()
     code = "\n".join(block for _, block in api_blocks())
-    for needed in ("load_encoder(", "encode(", "contrastive_loss(", "negative_weights(", "hcl export", "embed --init", "torch.load("):
+    losses = ("HardNegativeLoss(", "SupervisedHardNegativeLoss(", "OTNegativeLoss(", "UnDiMixLoss(")
+    for needed in ("load_encoder(", "encode(", *losses, "negative_weights(", "hcl export", "embed --init", "torch.load("):
         assert needed in code, needed
 
 
@@ -44,6 +45,8 @@ def test_the_blocks_run_in_order_in_an_empty_folder(tmp_path: Path) -> None:
         outputs.append(result.stdout)
     printed = "".join(outputs)
     assert "resnet18 (256, 512) (256, 128)" in printed
+    assert "HardNegativeLoss(sampler='hucl', temperature=0.5, objective='nce'" in printed
+    assert re.search(r"hcl \d+\.\d+\nh-scl \d+\.\d+\nhcl-ot \d+\.\d+\nundimix \d+\.\d+, learning \['attention'\]", printed)
     assert re.search(r"fine-tuned: train loss \d+\.\d+", printed)
     assert '"stem": "cifar' in printed  # the export's record, as cat shows it
     assert (tmp_path / "runs" / "from-torchvision" / "encoder.safetensors").is_file()

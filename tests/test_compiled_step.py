@@ -20,7 +20,7 @@ from hcl_cli.image.simclr_augment import Constants, SimCLRAugment
 from hcl_cli.image.step import build_training as build_image_training
 from hcl_cli.modality import StepValues, modality_of
 from hcl_cli.objectives import contrastive_loss
-from hcl_cli.objectives.core import MomentumKeys
+from hcl_cli.objectives.candidates import MomentumKeys
 from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS
 from hcl_cli.objectives.sampler_options import SamplerOptions

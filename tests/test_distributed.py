@@ -36,7 +36,7 @@ from hcl_cli.image.encoder import load_encoder
 from hcl_cli.image.momentum import MomentumQueue
 from hcl_cli.image.networks import build_model
 from hcl_cli.objectives import SAMPLERS, contrastive_loss
-from hcl_cli.objectives.core import MomentumKeys
+from hcl_cli.objectives.candidates import MomentumKeys
 from hcl_cli.runtime import seed_everything
 from hcl_cli.stages import embed, knn_eval, linear_eval, prepare
 

@@ -36,7 +36,7 @@ from hcl_cli.image.networks import build_model
 from hcl_cli.image.prepared import load_split
 from hcl_cli.image.step import build_training
 from hcl_cli.objectives import SAMPLERS, contrastive_loss, negative_weights
-from hcl_cli.objectives.core import MomentumKeys
+from hcl_cli.objectives.candidates import MomentumKeys
 from hcl_cli.objectives.registry import supervised_samplers
 from hcl_cli.objectives.undimix import key_features
 

@@ -18,7 +18,7 @@ the keys are used:
   query and its key never share BatchNorm statistics; under torchrun each rank does so with its
   own views (the ranks' keys are not exchanged before encoding).
 - ``batch``: both views are anchors, each anchor's candidates are the batch's 2B keys and the
-  queue's K keys of earlier batches (:class:`~hcl_cli.objectives.core.MomentumKeys`), under every
+  queue's K keys of earlier batches (:class:`~hcl_cli.objectives.candidates.MomentumKeys`), under every
   sampler. After the step both views' keys enter the queue, which starts empty and is full after
   K / 2B steps. The key encoder runs on the whole batch (no shuffle).
 

@@ -30,7 +30,8 @@ from hcl_cli.image.card import DatasetCard
 from hcl_cli.image.momentum import MomentumQueue
 from hcl_cli.image.networks import ContrastiveModel, build_model, resolve_arch
 from hcl_cli.modality import StepResult
-from hcl_cli.objectives.core import LossStats, MomentumKeys
+from hcl_cli.objectives.candidates import MomentumKeys
+from hcl_cli.objectives.core import LossStats
 from hcl_cli.objectives.loss import sampler_loss
 from hcl_cli.objectives.moco import moco_sampler_loss
 from hcl_cli.objectives.registry import SAMPLERS, Sampler

@@ -31,7 +31,8 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import NegativeWeights, ScoreBatch, uniform_on
+from hcl_cli.objectives.candidates import uniform_on
+from hcl_cli.objectives.core import NegativeWeights, ScoreBatch
 from hcl_cli.objectives.hcl import tilted_weights
 from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.runtime import constant

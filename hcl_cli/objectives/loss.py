@@ -11,7 +11,8 @@ import torch
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import LossStats, MomentumKeys, PairBatch, contrastive_objective, negative_distribution
+from hcl_cli.objectives.candidates import MomentumKeys
+from hcl_cli.objectives.core import LossStats, PairBatch, contrastive_objective, negative_distribution
 from hcl_cli.objectives.registry import SAMPLERS, Sampler, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions
 
@@ -78,7 +79,7 @@ def contrastive_loss(
     (``head_inputs`` for undimix, ...). The arithmetic runs in float32 (float64 for float64
     inputs) with autocast disabled, in the log domain.
 
-    ``momentum_keys`` (:class:`~hcl_cli.objectives.core.MomentumKeys`): a momentum encoder's keys of the
+    ``momentum_keys`` (:class:`~hcl_cli.objectives.candidates.MomentumKeys`): a momentum encoder's keys of the
     batch and its queue of K earlier keys (MoCo). The anchors ``[z1; z2]`` are then contrasted
     with the 2B + K candidates ``[k1; k2; queue]`` (each anchor's positive is its partner's key)
     under the same sampler, and no gradient reaches the keys. Without them, the candidates are
@@ -142,17 +143,24 @@ def prepare(z1: Tensor, z2: Tensor, labels: Tensor | None, sampler: str, options
     """Validate the inputs; the sampler and its resolved options."""
     spec = lookup(sampler)
     sampler_config = SamplerOptions.resolve(spec, options)
+    check_batch(z1, z2, labels, sampler, sampler_config)
+    return spec, sampler_config
+
+
+def check_batch(z1: Tensor, z2: Tensor, labels: Tensor | None, sampler: str, options: SamplerOptions) -> None:
+    """One-line usage errors for a batch that ``sampler`` cannot take under its resolved ``options``: the views' shapes,
+    the labels it reads, the momentum keys."""
+    spec = SAMPLERS[sampler]
     if z1.ndim != 2 or z1.shape != z2.shape or z1.shape[0] < 2:
         raise UsageError(f"z1 and z2 must both be (B, d) with B >= 2 (got {tuple(z1.shape)} and {tuple(z2.shape)})")
-    labelled = spec.label_positives(sampler_config)
+    labelled = spec.label_positives(options)
     if labelled and labels is None:
         raise UsageError(f"--sampler {sampler} needs labels" if spec.supervised else "--positives labels needs labels")
     if labelled and labels is not None and labels.shape != (z1.shape[0],):
         raise UsageError(f"labels must have shape ({z1.shape[0]},) (got {tuple(labels.shape)})")
-    keys = sampler_config.momentum_keys
+    keys = options.momentum_keys
     if keys is not None:
         check_keys(keys, tuple(z1.shape), labelled)
-    return spec, sampler_config
 
 
 def check_keys(keys: MomentumKeys, shape: tuple[int, int], labelled: bool) -> None:

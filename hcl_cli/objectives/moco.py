@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hcl_cli.errors import UsageError
-from hcl_cli.objectives.core import LossStats, PairMasks, ScoreBatch, contrastive_objective, uniform_on
+from hcl_cli.objectives.candidates import PairMasks, uniform_on
+from hcl_cli.objectives.core import LossStats, ScoreBatch, contrastive_objective
 from hcl_cli.objectives.loss import full_precision
 from hcl_cli.objectives.registry import Sampler, check_moco, lookup
 from hcl_cli.objectives.sampler_options import SamplerOptions

@@ -15,11 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hcl_cli.objectives.core import PairMasks, ScoreBatch, uniform_on
+from hcl_cli.objectives.candidates import PairMasks, uniform_on
+from hcl_cli.objectives.core import ScoreBatch
 
 
 def node_graph_masks(node_graph: Tensor, num_graphs: int) -> PairMasks:
-    """The :class:`~hcl_cli.objectives.core.PairMasks` of n nodes (graph index ``node_graph``) against G graphs, without a loop over nodes."""
+    """The :class:`~hcl_cli.objectives.candidates.PairMasks` of n nodes (graph index ``node_graph``) against G graphs, without a loop over nodes."""
     nodes = torch.arange(len(node_graph), device=node_graph.device)
     own = node_graph[:, None] == torch.arange(num_graphs, device=node_graph.device)[None, :]
     return PairMasks(
