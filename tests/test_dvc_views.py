@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
-from test_pipeline import run, set_params, tiny_pipeline
+from test_pipeline import ROOT, run, set_params, tiny_pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # minutes: two pipelines and a sweep, run with the e2e set
 
-SWEEP_VIEW = ["dvc", "exp", "show", "--only-changed", "--no-pager", "--drop", "Created|Executor|.*/[^:]*$|.*:top5$"]
-"""The sweep view docs/usage.md gives: the changed columns, less the dependencies' hashes, the time and the runner."""
+SWEEP_VIEW = [
+    *["dvc", "exp", "show", "--only-changed", "--no-pager", "--keep", "pretrain.sampler"],
+    *["--drop", "Created|Executor|State|.*/[^:]*$|.*:top5$|step|planned_steps"],
+]
+"""The sweep view the README and docs/usage.md give: the changed columns and the sampler, less the dependencies' hashes, the
+time, the runner and the training log's step counts."""
 
 
 def view(cmd: list[str], cwd: Path, columns: int) -> tuple[str, str]:
@@ -61,8 +66,19 @@ def test_the_three_views_of_the_default_pipeline_read_at_a_glance(tmp_path: Path
     run(["dvc", "exp", "run", "--run-all"], repo)
     sweep, err = view(SWEEP_VIEW, repo, 120)
     assert "…" not in sweep and width(sweep) <= 120, sweep
-    for column in ("Experiment", "pretrain.beta", "metrics/knn.json:top1", "metrics/linear.json:top1", "sweep-1", "sweep-2"):
+    for column in (
+        "Experiment",
+        "pretrain.sampler",
+        "pretrain.beta",
+        "metrics/knn.json:top1",
+        "metrics/linear.json:top1",
+        "sweep-1",
+        "sweep-2",
+    ):
         assert column in sweep, sweep
+    assert "hucl" in sweep, sweep
+    for document in ("README.md", "docs/usage.md"):
+        assert shlex.join(SWEEP_VIEW).replace(" --no-pager", "") in (ROOT / document).read_text(), f"{document} gives the sweep view"
 
     set_params(repo, {"pretrain": {"sampler": "hscl", "eval_every": 1}})
     run(["dvc", "repro"], repo)
