@@ -56,6 +56,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "cuda_syncs": None,  # the device check's syncs part, whose smoke run tries it on a CPU (where nothing reports syncs)
     "adam_rounding": None,  # reruns rows of a table's results file: tests/test_table.py makes one and runs it
     "bench_augment": None,  # engineer A's (issue 28): tests/test_augment.py
+    "bench_dvc_cache": None,  # four dvc runs of the default pipeline, minutes even at --epochs 1 (run by hand at 43501f6)
     "bench_dvc_repro": None,  # dvc repro of two commits, minutes
     "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers
     "bench_imports": None,  # a baseline checkout, and about a hundred interpreters
