@@ -333,6 +333,10 @@ def table(
     precision: Annotated[str, typer.Option(help="With --images: auto (bf16 on CUDA), bf16 or fp32.")] = "auto",
     eval_every: Annotated[int, typer.Option(help="With --images: the kNN probe's epochs apart (HCL Fig. 11: 5); 0: none.")] = 5,
     device: Annotated[str, typer.Option(help="With --images: auto (CUDA when present), cpu or cuda.")] = "auto",
+    compile_step: Annotated[
+        bool,
+        typer.Option("--compile", help="With --images: torch.compile each run's step (CUDA); not part of the recipe, each run records it."),
+    ] = False,
     work: Annotated[str | None, typer.Option(help="Work folder (prepared data, runs.json); default OUT/NAME.")] = None,
     data: Annotated[
         str, typer.Option(help="The TU data: a folder (data/raw: the shipped and fetched tu/NAME.zip), a zip or a tar archive.")
@@ -382,7 +386,7 @@ def table(
         from hcl_cli.tables.image_methods import Recipe
 
         dataset, source = table_images.parse_images(images)
-        recipe = Recipe(arch, batch_size, epochs or Recipe.epochs, precision, eval_every)
+        recipe = Recipe(arch, batch_size, epochs or Recipe.epochs, precision, eval_every, compile_step)
         rows_asked = tuple(filter(None, (methods or "images").split(",")))
         table_images.run(
             table_images.ImageTableRequest(

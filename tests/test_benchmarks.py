@@ -60,6 +60,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers
     "bench_imports": None,  # a baseline checkout, and about a hundred interpreters
     "bench_install": None,  # fresh environments from a package index
+    "device_table": None,  # the device check's table part, minutes at its recipe: tests/test_device_table.py runs its smoke mode
     "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves
     "official_hcl_image": None,  # the official code's harness: the same test, on a stand-in of the code
     "readme_sequences": None,  # a fresh clone through dvc repro and a sweep, minutes
@@ -210,6 +211,8 @@ def test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves(tm
     assert all(len(row["losses"]) == 3 for row in records["syncs"]["syncs"].values())
     assert set(records["official_hcl_image"]["hcl_over_official"]) == {"r50-hucl-b256-bf16", "r50-hucl-b256-fp32"}
     assert [row["processes"] for row in records["concurrency"]["rows"]] == [1, 2]
+    table = json.loads((results / "table_images_smoke.json").read_text())  # the table part: every run of its 2 seeds
+    assert table["complete"] and set(table["runs"]) == {f"{row}/{seed}" for row in ("untrained", "ucl", "hucl") for seed in (0, 1)}
     accuracy = records["reproduce_four_samplers"]
     assert accuracy["complete"] and all(row["knn_top1"] is not None for row in accuracy["sets"].values())
     assert set(accuracy["sets"]) == set(ACCURACY_SETS)

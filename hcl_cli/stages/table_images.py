@@ -12,7 +12,8 @@ Each run is written the moment it ends: ``WORK/runs.json`` and the results file 
 which holds every run (``runs``), so that a committed results file is a record that a later invocation, on another
 machine, resumes and joins: it skips the (row, seed) pairs the record holds and adds the ones it runs. With
 ``--time-budget`` a run is not started once the budget is spent, nor when the time left is under what the same row
-took before on the same device (the runs that fit a GPU loan; exit 75, rerun to continue). A results file of the same
+took before on the same device, in which case a later, shorter run may start (the runs that fit a GPU loan); it exits
+75, and the same command continues. A results file of the same
 name with another recipe or other row parameters is refused.
 """
 
@@ -180,26 +181,31 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
             save_text(path.with_suffix(".md"), image_markdown(result))
         return result
 
-    stopped = None
-    for seed in range(request.seeds):
-        for name in ["untrained", *rows]:
-            key = f"{name}/{seed}"
-            if key in done:
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0 or left < estimated_seconds(done, name, device):
-                stopped = f"time budget left ({max(left, 0):.0f} s) too short for {key}"
-                break
-            values = recipe | rows["ucl" if name == "untrained" else name]
-            done[key] = run_image(values, seed, data, work / "scratch", train=name != "untrained")
-            save_text(work / "runs.json", json.dumps(done, indent=2) + "\n")
-            write(None)
-            print(
-                f"hcl table: {key}: kNN {done[key]['knn']:.2f}, linear {done[key]['linear']:.2f} ({done[key]['train_seconds']:.1f} s train)",
-                flush=True,
-            )
-        if stopped:
-            break
+    skipped: list[str] = []
+    for key in [f"{name}/{seed}" for seed in range(request.seeds) for name in ["untrained", *rows]]:
+        name, seed = key.split("/")
+        left = deadline - time.monotonic()
+        if key in done or left <= 0:
+            continue
+        if left < estimated_seconds(done, name, device):
+            skipped.append(key)  # a shorter run after it may still fit
+            continue
+        values = recipe | rows["ucl" if name == "untrained" else name] | {"compile": request.recipe.compile}
+        done[key] = run_image(values, int(seed), data, work / "scratch", train=name != "untrained")
+        save_text(work / "runs.json", json.dumps(done, indent=2) + "\n")
+        write(None)
+        print(
+            f"hcl table: {key}: kNN {done[key]['knn']:.2f}, linear {done[key]['linear']:.2f} ({done[key]['train_seconds']:.1f} s train)",
+            flush=True,
+        )
+    missing = [key for name in ["untrained", *rows] for key in [f"{name}/{seed}" for seed in range(request.seeds)] if key not in done]
+    stopped = (
+        f"the time budget ran out with {len(missing)} runs left ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''})"
+        if missing
+        else None
+    )
+    if skipped:
+        stopped = f"{stopped}; too long for the time left: {', '.join(skipped)}"
     result = write(stopped)
     print(image_markdown(result), end="", flush=True)
     if stopped:
@@ -229,7 +235,10 @@ def results(
         "images": {"train": len(data.train[1]), "test": len(data.test[1])},
         "repeats": request.seeds,
         "recipe": recipe,
-        "heading": request.recipe.heading(" or ".join(precisions)),
+        "heading": request.recipe.heading(" or ".join(precisions))
+        + "".join(
+            f"; {count} of {len(done)} runs compiled (--compile)" for count in [sum(run["compiled"] for run in done.values())] if count
+        ),
         "readouts": READOUTS_NOTE,
         "papers_apply": request.dataset == PAPER_DATASET,
         "absent": ABSENT,

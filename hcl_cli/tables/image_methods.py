@@ -51,12 +51,14 @@ class Recipe:
     precision: str = "auto"
     eval_every: int = 5
     compile: bool = False
+    """``--compile`` (CUDA): how this machine runs the step, not what it trains (a preset's machine key), so no part of
+    :meth:`values`, the recipe a record holds; each run records whether it was compiled."""
 
     def values(self) -> dict[str, Any]:
         """The pretrain values of the recipe: HCL App. D.1's Adam 1e-3 / 1e-6, temperature 0.5, SimCLR's augmentation with
         blur, a 128-d head, at this architecture, batch and epochs."""
         shared = simclr_setup(epochs=self.epochs, batch_size=self.batch_size) | {"arch": self.arch}
-        return shared | {"precision": self.precision, "eval_every": self.eval_every, "compile": self.compile}
+        return shared | {"precision": self.precision, "eval_every": self.eval_every}
 
     def heading(self, precision: str) -> str:
         """``ResNet-18, B 512, bf16, 200 epochs, ...``: the recipe as the table's heading says it."""

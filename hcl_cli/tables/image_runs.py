@@ -118,6 +118,7 @@ def run_image(values: dict[str, Any], seed: int, data: ImageData, scratch: Path,
         "eval_seconds": round(done - trained, 3),
         "device": torch.cuda.get_device_name(data.device) if data.device.type == "cuda" else "cpu",
         "precision": precision_of(values, data.device),
+        "compiled": config.compile,
         "load": round(os.getloadavg()[0], 2),
         "provenance": run_identity(),
     }
