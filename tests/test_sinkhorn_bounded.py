@@ -64,20 +64,14 @@ def test_the_bounded_rounds_give_the_cpu_path_s_coupling_to_float32_rounding(que
     torch.testing.assert_close(device.sum(1) * 32, torch.ones(32), rtol=0, atol=1e-6)
 
 
-def test_the_bounded_rounds_end_early_once_settled_as_running_every_round_would(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bounded_rounds_end_early_once_settled_as_running_every_round_would(
+    monkeypatch: pytest.MonkeyPatch, host_reads: list[object]
+) -> None:
     """Rounds after the stopping test holds keep u and v: ending at the first read after it (every ``SETTLED_READ_EVERY``
     rounds) gives the coupling of all 1000 rounds bit for bit, and no read happens within the image presets' 50."""
     cost, forbidden = unit_cost(21)
     cost = cost.masked_fill(forbidden, math.inf)
-    reads = []
-    real_bool = bool
-
-    def counted_bool(value: object) -> bool:
-        if isinstance(value, torch.Tensor):
-            reads.append(value)
-        return real_bool(value)
-
-    monkeypatch.setattr(ot_module, "bool", counted_bool, raising=False)
+    reads = host_reads
     every = ot_module.SETTLED_READ_EVERY
     with device_path_on_cpu():
         early = sinkhorn_log_coupling(cost, 0.5, 1000, span=4.0)

@@ -89,6 +89,8 @@ def test_a_record_joins_the_runs_of_each_invocation_and_a_budget_stops_before_a_
     assert {key: joined["runs"][key] for key in made} == made
     assert set(joined["runs"]) == {f"{name}/{seed}" for name in ("untrained", "ucl", "scl") for seed in (0, 1)}
     assert joined["table"]["rows"]["scl"]["seeds"] == [0, 1] and joined["complete"]
+    table_images.run(first)  # a loan that asks for fewer rows keeps the record's other rows in its table
+    assert list(json.loads((out / "joined.json").read_text())["table"]["rows"]) == ["ucl", "scl"]
     other = table_images.ImageTableRequest("joined", "digits", images, ("ucl",), 1, Recipe("small_cnn", 16, 1, "auto", 1), "cpu", out)
     with pytest.raises(UsageError, match="another table"):
         table_images.run(other)

@@ -38,7 +38,7 @@ from hcl_cli.image.archive import IMAGE_SPLITS
 from hcl_cli.provenance import portable
 from hcl_cli.stages import prepare
 from hcl_cli.stages.table import TableStopped, Writer, read_json, relative, save_text, write_json
-from hcl_cli.tables.image_methods import ABSENT, PAPER_DATASET, Recipe, image_rows, paper_numbers
+from hcl_cli.tables.image_methods import ABSENT, IMAGE_ROWS, PAPER_DATASET, Recipe, image_rows, paper_numbers
 from hcl_cli.tables.image_runs import ImageData, load_images, precision_of, run_image
 from hcl_cli.tables.image_summary import image_markdown, image_table
 
@@ -114,18 +114,18 @@ def prepared_images(request: ImageTableRequest) -> ImageData:
     return load_images(folder, request.device)
 
 
-def recorded_runs(path: Path, recipe: dict[str, Any], rows: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[Any]]:
-    """The runs and invocations of the results file ``path`` (none where there is none); another recipe, or a row with other
-    parameters, is a usage error."""
+def recorded_runs(path: Path, recipe: dict[str, Any], rows: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+    """The runs, invocations and rows' parameters of the results file ``path`` (none where there is none); another recipe,
+    or a row with other parameters, is a usage error."""
     stored = read_json(path, {})
     if not stored:
-        return {}, []
+        return {}, [], {}
     if stored.get("modality") != "image" or stored.get("recipe") != json.loads(json.dumps(recipe)):
         raise UsageError(f"{shown(path)} holds another table (not this recipe: {stored.get('recipe')}): use another --name")
     for name, row in stored["table"]["rows"].items():
         if name in rows and row["parameters"] != json.loads(json.dumps(rows[name])):
             raise UsageError(f"{shown(path)} ran {name} with other parameters ({row['parameters']}): use another --name")
-    return stored["runs"], stored.get("invocations", [])
+    return stored["runs"], stored.get("invocations", []), {name: row["parameters"] for name, row in stored["table"]["rows"].items()}
 
 
 def estimated_seconds(done: dict[str, Any], name: str, device: str) -> float:
@@ -152,12 +152,14 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
     started = time.monotonic()
     deadline = started + request.time_budget if request.time_budget else math.inf
     work, path = request.work_folder, request.out / f"{request.name}.json"
-    done, invocations = recorded_runs(path, recipe, rows)
+    done, invocations, shown_rows = recorded_runs(path, recipe, rows)
     for name in request.merge:
         merged = request.out / f"{name}.json"
         if not merged.is_file():
             raise UsageError(f"--merge {name}: no {shown(merged)}")
-        done = {**recorded_runs(merged, recipe, rows)[0], **done}
+        runs, _, parameters = recorded_runs(merged, recipe, rows)
+        done, shown_rows = {**runs, **done}, {**parameters, **shown_rows}
+    shown_rows = {name: {**shown_rows, **rows}[name] for name in IMAGE_ROWS if name in {**shown_rows, **rows}}  # the record's rows too
     ran = {"recipe": recipe, "rows": rows}
     recorded = read_json(work / "table.json", ran)
     if recorded["recipe"] != json.loads(json.dumps(recipe)) or any(
@@ -175,7 +177,7 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
 
     def write(stopped: str | None) -> dict[str, Any]:
         invocations[-1] |= {"seconds": round(time.monotonic() - started, 1), "stopped": stopped}
-        result = results(request, data, rows, recipe, done, invocations, stopped)
+        result = results(request, data, shown_rows, recipe, done, invocations, stopped)
         request.writer(path, result)
         if request.markdown_file:
             save_text(path.with_suffix(".md"), image_markdown(result))
@@ -222,8 +224,8 @@ def results(
     invocations: list[Any],
     stopped: str | None,
 ) -> dict[str, Any]:
-    """The results file: the recipe and its heading, the readouts, the table (:func:`~hcl_cli.tables.image_summary.image_table`),
-    every run and every invocation."""
+    """The results file: the recipe and its heading, the readouts, the table (:func:`~hcl_cli.tables.image_summary.image_table`)
+    of ``rows`` (those asked for and those the record held), every run and every invocation."""
     precisions = sorted({run["precision"] for run in done.values()}) or [precision_of(recipe, data.device)]
     complete = stopped is None and all(f"{name}/{seed}" in done for name in ["untrained", *rows] for seed in range(request.seeds))
     return {

@@ -91,7 +91,7 @@ def run_image(values: dict[str, Any], seed: int, data: ImageData, scratch: Path,
     splits = IMAGES.training_splits(data.card, config.needs_labels)
     samples, labels = data.train if splits == ["train"] else IMAGES.load_samples(data.folder, splits, data.device)
     curve: list[list[float]] = []
-    probe = KnnProbe.from_prepared(str(data.folder), IMAGES, data.card, seed, config.batch_size) if config.eval_every else None
+    probe = KnnProbe.from_prepared(str(data.folder), IMAGES, data.card, seed, config.batch_size) if train and config.eval_every else None
 
     def probed(epoch: int, model: torch.nn.Module) -> None:
         if probe is not None and (epoch + 1) % config.eval_every == 0:
