@@ -119,8 +119,23 @@ def run(args: argparse.Namespace) -> None:
         *(SMOKE if args.smoke else [*RECIPE, "--methods", ",".join(fitting(record(name).get("runs", {}), box))]),
     ]
     print(" ".join(command), flush=True)
+    before = set(record(name).get("runs", {}))
     returncode = subprocess.run(command, cwd=ROOT).returncode
+    mark_sent_commit(results / f"{name}.json", before)
     sys.exit(0 if returncode == 75 else returncode)
+
+
+def mark_sent_commit(path: Path, before: set[str]) -> None:
+    """Where ``HCL_COMMIT`` names the commit sent to the GPU machine, record it in the provenance of each run this loan added
+    (``sent_commit``): the copy's own ``.git``, which the runs' ``commit`` reads, need not be the sender's."""
+    sent = os.environ.get("HCL_COMMIT")
+    if not sent or not path.is_file():
+        return
+    stored = json.loads(path.read_text())
+    for key, run in stored["runs"].items():
+        if key not in before:
+            run["provenance"] = {**(run.get("provenance") or {}), "sent_commit": sent}
+    path.write_text(json.dumps(stored, indent=2) + "\n")
 
 
 def main() -> None:

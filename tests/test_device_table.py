@@ -17,8 +17,10 @@ from tests.test_table_images import digits_folder
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def part(results: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def part(results: Path, *args: str, commit: str = "") -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "HCL_BENCHMARK_RESULTS": str(results), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    environment.pop("HCL_COMMIT", None)
+    environment |= {"HCL_COMMIT": commit} if commit else {}  # what device_check.sh's caller exports: the commit sent
     return subprocess.run(
         [sys.executable, "-m", "benchmarks.device_table", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
     )
@@ -51,11 +53,16 @@ def test_a_smoke_run_on_a_cpu_writes_each_run_and_joins_into_the_record_it_start
     record = results / f"{device_table.SMOKE_RECORD}.json"
     made = json.loads(record.read_text())["runs"]
     assert set(made) == {"untrained/0", "ucl/0", "hucl/0"}
-    second = part(results, "run", "--smoke", "--work", str(tmp_path / "loan2"), "--seconds", "300", "--images", str(images))
+    second = part(
+        results, "run", "--smoke", "--work", str(tmp_path / "loan2"), "--seconds", "300", "--images", str(images), commit="0123abc"
+    )
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     joined = json.loads(record.read_text())
     assert {key: joined["runs"][key] for key in made} == made and len(joined["invocations"]) == 2
     assert set(joined["runs"]) == {f"{row}/{seed}" for row in ("untrained", "ucl", "hucl") for seed in (0, 1)}
     assert second.stdout.count("hcl table: ") == 3 and "hcl table: ucl/0" not in second.stdout  # only the missing runs ran
+    assert {key for key, run in joined["runs"].items() if run["provenance"].get("sent_commit") == "0123abc"} == set(joined["runs"]) - set(
+        made
+    )
     plan = part(results, "plan", "--smoke", "--seconds", "60")
     assert "6 runs recorded, 0 missing of 2 seeds" in plan.stdout
