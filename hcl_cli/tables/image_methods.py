@@ -3,7 +3,7 @@
 Each row is a sampler with the values its paper's CIFAR-10 preset gives it (:mod:`hcl_cli.presets`): ``ucl``
 (SimCLR), ``debiased`` (tau+ 0.1), ``hucl`` (beta 1, tau+ 0.1: HCL's image/main.py defaults, UnDiMix Table 1's HCL),
 ``scl`` and ``hscl`` (beta 1, H-SCL Table I's presets: the supervised rows with H-SCL's positives), ``ot`` (HCL-OT
-Table II's NCE row, epsilon 0.5, squared cost, tau+ 0) and ``undimix`` (UnDiMix App. E: on HCL's setup). What the
+Table II's NCE row, epsilon 0.5, squared cost, tau+ 0, at most 50 Sinkhorn rounds) and ``undimix`` (UnDiMix App. E: on HCL's setup). What the
 presets share (architecture, batch, epochs, optimiser, augmentation) is the table's recipe (:func:`recipe`), the same
 for every row, so that the rows differ in the sampler alone. Each row's papers' numbers name their own budget
 (ResNet-50, 200 or 400 epochs), which is not the table's.
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hcl_cli.errors import UsageError
+from hcl_cli.objectives.registry import OT_ITERATIONS
 from hcl_cli.presets import PRESETS
 from hcl_cli.presets.base import simclr_setup
 
@@ -70,10 +71,16 @@ class Recipe:
         )
 
 
+DEVICE_ROUNDS = {"ot_iterations": OT_ITERATIONS.default}
+"""What a row runs in place of its preset's value: at most the default 50 Sinkhorn rounds, not HCL-OT's preset's 1000
+(POT's cap), since past 50 the device reads the stop every 50 rounds, a host sync a step (the coupling, once settled,
+is the same)."""
+
+
 def sampler_values(name: str) -> dict[str, Any]:
-    """Row ``name``'s sampler values: its preset's pretrain values less the recipe's keys."""
+    """Row ``name``'s sampler values: its preset's pretrain values less the recipe's keys (ot's rounds: :data:`DEVICE_ROUNDS`)."""
     values = PRESETS[IMAGE_ROWS[name][0]].values["pretrain"]
-    return {key: value for key, value in values.items() if key not in SETUP_KEYS}
+    return {key: DEVICE_ROUNDS.get(key, value) for key, value in values.items() if key not in SETUP_KEYS}
 
 
 def paper_numbers(name: str) -> list[str]:
