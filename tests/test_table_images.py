@@ -123,3 +123,20 @@ def test_a_path_that_is_no_image_dataset_is_a_one_line_error(given: str, tmp_pat
     (tmp_path / "digits").mkdir()
     with pytest.raises(UsageError, match="not an image dataset"):
         table_images.run(request)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--images", "cifar10"], "expected NAME=PATH"),
+        (["--images", "x=nowhere", "--epochs", "3", "--eval-every", "2"], "must divide --epochs 3"),
+        (["--images", "x=nowhere", "--methods", "ucl,moco"], "unknown image row 'moco'"),
+    ],
+)
+def test_bad_image_table_options_are_one_line_usage_errors(
+    options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["table", "--name", "bad", "--out", str(tmp_path), *options])
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and message in error and "Traceback" not in error and not list(tmp_path.iterdir())
