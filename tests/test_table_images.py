@@ -140,3 +140,26 @@ def test_bad_image_table_options_are_one_line_usage_errors(
         main(["table", "--name", "bad", "--out", str(tmp_path), *options])
     error = capsys.readouterr().err
     assert exited.value.code == 2 and message in error and "Traceback" not in error and not list(tmp_path.iterdir())
+
+
+def test_the_dataset_s_kind_is_read_from_its_path(tmp_path: Path) -> None:
+    """A prepared folder, torchvision's layouts, an image folder or a tar archive of one; anything else is no dataset."""
+    (tmp_path / "prepared").mkdir()
+    (tmp_path / "prepared" / "card.json").write_text("{}")
+    (tmp_path / "cifar" / "cifar-10-batches-py").mkdir(parents=True)
+    (tmp_path / "stl" / "stl10_binary").mkdir(parents=True)
+    for split in ("train", "test"):
+        (tmp_path / "folder" / split).mkdir(parents=True)
+    (tmp_path / "images.tar.gz").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("")
+    kinds = {
+        name: table_images.source_kind(tmp_path / name) for name in ("prepared", "cifar", "stl", "folder", "images.tar.gz", "notes.txt")
+    }
+    assert kinds == {
+        "prepared": "prepared",
+        "cifar": "cifar10",
+        "stl": "stl10",
+        "folder": "imagefolder",
+        "images.tar.gz": "imagefolder",
+        "notes.txt": None,
+    }
