@@ -63,6 +63,7 @@ def test_the_image_table_runs_two_samplers_on_two_seeds_and_resumes(
     assert "| kNN top-1 | linear top-1 | minus ucl, kNN / linear (95% CI) |" in table and "epochs to reach ucl's final kNN" in table
     assert "| hucl | 2 |" in table and "| untrained encoder | 2 |" in table and "CIFAR-100, STL-10 and tinyImageNet" in table
     assert "hcl table: hucl/1: kNN" in printed
+    assert "- HCL Sec. 5.1: on CIFAR-10 'a slight improvement" in table and "Epochs each row takes to reach ucl's: hucl " in table
 
     with pytest.raises(SystemExit) as again:
         main(command)
