@@ -132,6 +132,7 @@ def test_a_path_that_is_no_image_dataset_is_a_one_line_error(given: str, tmp_pat
         (["--images", "cifar10"], "expected NAME=PATH"),
         (["--images", "x=nowhere", "--epochs", "3", "--eval-every", "2"], "must divide --epochs 3"),
         (["--images", "x=nowhere", "--methods", "ucl,moco"], "unknown image row 'moco'"),
+        (["--images", "x=nowhere", "--precision", "fp8"], "fp8"),
     ],
 )
 def test_bad_image_table_options_are_one_line_usage_errors(

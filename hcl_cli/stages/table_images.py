@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from hcl_cli.config import PrepareConfig
+from hcl_cli.config import PrepareConfig, PretrainConfig
 from hcl_cli.errors import UsageError, shown
 from hcl_cli.image.archive import IMAGE_SPLITS
 from hcl_cli.provenance import portable
@@ -148,6 +148,8 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
         )
     rows = image_rows(list(request.rows))
     recipe = request.recipe.values()
+    for values in rows.values():  # a bad --arch, --batch-size or --precision: one line, before anything is written
+        PretrainConfig(**recipe, **values, device=request.device)
     torch.set_num_threads(request.threads)
     started = time.monotonic()
     deadline = started + request.time_budget if request.time_budget else math.inf
