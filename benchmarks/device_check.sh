@@ -6,6 +6,13 @@
 # The parts (benchmarks/device_check.py, benchmarks/official_hcl_image.py), in the order they run:
 #
 #   setup        CIFAR-10 extracted from its JPEG archive and prepared (hcl prepare --dataset imagefolder) in WORK
+#   table        (only where --parts names it, and in --smoke) the next missing (row, seed) runs of the committed image
+#                table's record, every sampler at one recipe (benchmarks/device_table.py: ResNet-18, B 512, bf16, 200
+#                epochs), each written as it ends, joined into the record; it gets the time the other parts leave.
+#                --plan lists the runs its box holds. A loan runs it first, alone:
+#                  run(command="set -o pipefail; export HCL_COMMIT=SHA; bash benchmarks/device_check.sh --parts setup,table
+#                       --budget 560 --results $OUT 2>&1 | tee $OUT/device_check.log", carry=[".carry"], timeout_s=600)
+#                then copy $OUT/table_images_cifar10.json over benchmarks/results/'s and commit it    table_images_cifar10.json
 #   compile      the SimCLR step (ResNet-18 B=512 bf16) compiled whole, CUDA graphs, 5 steps under
 #                TORCH_LOGS=recompiles,graph_breaks,cudagraphs, against 5 eager steps: losses, breaks, recompiles  compile_cuda.json
 #   syncs        the host syncs CUDA's sync debug mode reports in 3 steps of every sampler and queue mode (small CNN,
@@ -60,6 +67,7 @@ WORK=""
 BUDGET=""
 PARTS="setup,compile,syncs,throughput,profile,tests,concurrency,official,accuracy"
 PLAN=0
+PARTS_GIVEN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) SMOKE=1 ;;
@@ -67,17 +75,18 @@ while [ $# -gt 0 ]; do
     --results) RESULTS=$2; shift ;;
     --work) WORK=$2; shift ;;
     --budget) BUDGET=$2; shift ;;
-    --parts) PARTS=$2; shift ;;
+    --parts) PARTS=$2; PARTS_GIVEN=1; shift ;;
     *) echo "device_check.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
   shift
 done
 if [ "$SMOKE" = 1 ]; then
   WORK=${WORK:-${TMPDIR:-/tmp}/hcl-device-check-smoke}
-  DEFAULT_BUDGET=300
+  DEFAULT_BUDGET=360
   SIZE=(--smoke)
   INSTALL_SECONDS=20
-  BOXES=(setup=20 compile=90 syncs=35 throughput=40 profile=15 tests=30 concurrency=25 official=20)
+  BOXES=(setup=20 table=60 compile=90 syncs=35 throughput=40 profile=15 tests=30 concurrency=25 official=20)
+  [ -z "$PARTS_GIVEN" ] && PARTS="setup,table,${PARTS#setup,}"
   export OMP_NUM_THREADS=1  # torch's default then: tiny models on a CPU shared with other jobs stall on more threads
 else
   WORK=${WORK:-${TMPDIR:-/tmp}/hcl-device-check}
@@ -103,6 +112,13 @@ if [ "$PLAN" = 1 ] || [ $((BOXED + INSTALL_SECONDS)) -gt "$BUDGET" ]; then
   if [ $((BOXED + INSTALL_SECONDS)) -gt "$BUDGET" ]; then
     echo "device_check.sh: the time boxes do not fit the budget" >&2
     exit 2
+  fi
+  if [[ ",$PARTS," == *",table,"* ]]; then  # the table's box: its own in --smoke, else what the other parts leave
+    TABLE_BOX=$((BUDGET - INSTALL_SECONDS - BOXED))
+    for entry in "${BOXES[@]}"; do
+      [ "${entry%%=*}" = table ] && TABLE_BOX=${entry#*=}
+    done
+    $PY -m benchmarks.device_table plan --seconds "$TABLE_BOX" "${SIZE[@]}" || exit 2
   fi
   exit 0
 fi
@@ -161,6 +177,10 @@ else
   [ -f "$ARCHIVE" ] || ARCHIVE=../shared/datasets/cifar10-jpeg.tar.gz
   part setup $PY -m benchmarks.device_check setup --work "$WORK" --archive "$ARCHIVE"
 fi
+
+TABLE_SIZE=()
+[ "$SMOKE" = 1 ] && TABLE_SIZE=(--smoke)
+part table $PY -m benchmarks.device_table run --work "$WORK" --seconds "$(box table)" "${TABLE_SIZE[@]}"
 
 COMPILE_STEPS=()
 [ "$SMOKE" = 1 ] && COMPILE_STEPS=(--steps 2)  # the first compiles, the second shows whether it compiles again

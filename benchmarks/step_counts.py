@@ -28,6 +28,7 @@ pins them). A setting is ``SAMPLER`` or ``SAMPLER@queue`` (a 128-key queue, ``qu
 
     python -m benchmarks.step_counts                       # resnet18 and small_cnn, every setting of SETTINGS
     python -m benchmarks.step_counts --arch small_cnn --sampler ucl,hucl@queue --no-write
+    python -m benchmarks.step_counts --sampler ucl,ot,ot@queue --name step_counts_ot --baseline benchmarks/results/step_counts.json
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import argparse
 import collections
 import contextlib
 import functools
+import json
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -236,6 +238,10 @@ def main() -> None:
     parser.add_argument("--arch", default="resnet18,small_cnn", help="Comma-separated architectures.")
     parser.add_argument("--sampler", default=",".join(SETTINGS), help="Comma-separated settings (SAMPLER[@queue|@moco]).")
     parser.add_argument("--no-write", action="store_true", help="Print only; leave benchmarks/results/step_counts.json alone.")
+    parser.add_argument("--name", default="step_counts", help="The results file: benchmarks/results/NAME.json.")
+    parser.add_argument(
+        "--baseline", type=Path, help="An earlier results file of this benchmark: its counts of the same settings are written beside."
+    )
     args = parser.parse_args()
     counts = []
     with one_thread(), synthetic_folder() as folder:
@@ -250,7 +256,16 @@ def main() -> None:
     if not args.no_write:
         recipe = f"synthetic imagefolder of {IMAGES} random 32x32 RGB images, batch {BATCH_SIZE}, one CPU thread, steps 2-4 profiled"
         recipe += f"; @queue: a {QUEUE_SIZE}-key queue, queue_mode batch; @moco: queue_mode moco"
-        write_result("step_counts", {"recipe": recipe, "goals": {"ops_per_step": 2000, "syncs_in_3_steps": 1}, "counts": counts})
+        payload: dict[str, Any] = {"recipe": recipe, "goals": {"ops_per_step": 2000, "syncs_in_3_steps": 1}, "counts": counts}
+        if args.baseline:
+            earlier = json.loads(args.baseline.read_text())
+            settings = {(row["arch"], row["sampler"]) for row in counts}
+            payload["baseline"] = {
+                "file": args.baseline.name,
+                **{key: earlier.get(key) for key in ("date", "commit", "torch")},
+                "counts": [row for row in earlier["counts"] if (row["arch"], row["sampler"]) in settings],
+            }
+        write_result(args.name, payload)
 
 
 if __name__ == "__main__":

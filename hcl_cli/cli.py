@@ -313,11 +313,31 @@ def table(
     methods: Annotated[
         str,
         typer.Option(
-            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5."
+            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5; with --images: images (ucl debiased hucl scl hscl ot undimix) or some of them. Default: table2,table5, or images."
         ),
-    ] = "table2,table5",
+    ] = "",
     seeds: Annotated[int, typer.Option(help="Run seeds 0..N-1 of every method.")] = 10,
-    epochs: Annotated[int | None, typer.Option(help="Train this many epochs instead of the presets' 200 (a smoke run).")] = None,
+    epochs: Annotated[
+        int | None,
+        typer.Option(help="Train this many epochs instead of the presets' 200 (a smoke run); with --images: the recipe's (200)."),
+    ] = None,
+    images: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME=PATH",
+            help="An image table instead (docs/tables.md): the dataset at PATH (a prepared folder, train/ and test/ class folders or a tar archive of them, or torchvision's CIFAR/STL layout), named NAME (cifar10: the papers' numbers stand beside ours).",
+        ),
+    ] = None,
+    arch: Annotated[str, typer.Option(help="With --images: every row's architecture.")] = "resnet18",
+    batch_size: Annotated[int, typer.Option(help="With --images: every row's batch.")] = 512,
+    precision: Annotated[str, typer.Option(help="With --images: auto (bf16 on CUDA), bf16 or fp32.")] = "auto",
+    eval_every: Annotated[int, typer.Option(help="With --images: the kNN probe's epochs apart (HCL Fig. 11: 5); 0: none.")] = 5,
+    device: Annotated[str, typer.Option(help="With --images: auto (CUDA when present), cpu or cuda.")] = "auto",
+    compile_step: Annotated[
+        bool,
+        typer.Option("--compile", help="With --images: torch.compile each run's step (CUDA); not part of the recipe, each run records it."),
+    ] = False,
+    work: Annotated[str | None, typer.Option(help="Work folder (prepared data, runs.json); default OUT/NAME.")] = None,
     data: Annotated[
         str, typer.Option(help="The TU data: a folder (data/raw: the shipped and fetched tu/NAME.zip), a zip or a tar archive.")
     ] = "data/raw",
@@ -361,10 +381,35 @@ def table(
         raise UsageError("--rows selects rows of a verification: give it with --verify")
     if name is None:
         raise UsageError("--name is required (but with --verify)")
+    if images is not None:
+        from hcl_cli.stages import table_images
+        from hcl_cli.tables.image_methods import Recipe
+
+        dataset, source = table_images.parse_images(images)
+        recipe = Recipe(arch, batch_size, epochs or Recipe.epochs, precision, eval_every, compile_step)
+        rows_asked = tuple(filter(None, (methods or "images").split(",")))
+        table_images.run(
+            table_images.ImageTableRequest(
+                name,
+                dataset,
+                source,
+                rows_asked,
+                seeds,
+                recipe,
+                device,
+                Path(out),
+                work and Path(work),
+                threads,
+                time_budget,
+                tuple(merge or ()),
+            )
+        )
+        return
     request = table_stage.TableRequest(
         name=name,
         datasets=tuple(filter(None, datasets.split(","))),
-        methods=tuple(filter(None, methods.split(","))),
+        methods=tuple(filter(None, (methods or "table2,table5").split(","))),
+        work=work and Path(work),
         seeds=seeds,
         epochs=epochs,
         data=Path(data),

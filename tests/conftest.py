@@ -73,3 +73,20 @@ def sinkhorn_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(ot, "DEVICE_PATH_ON_CPU", request.param == "device-log-domain")
     return request.param
+
+
+@pytest.fixture
+def host_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The tensors Sinkhorn's loop reads on the host (its ``bool(settled)``, ``hcl_cli.objectives.ot``), in order."""
+    from hcl_cli.objectives import ot
+
+    reads: list[object] = []
+    real_bool = bool
+
+    def counted_bool(value: object) -> bool:
+        if isinstance(value, torch.Tensor):
+            reads.append(value)
+        return real_bool(value)
+
+    monkeypatch.setattr(ot, "bool", counted_bool, raising=False)
+    return reads

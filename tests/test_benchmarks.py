@@ -61,6 +61,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_graph_peer": None,  # HCL's official graph code, from ../shared/peers
     "bench_imports": None,  # a baseline checkout, and about a hundred interpreters
     "bench_install": None,  # fresh environments from a package index
+    "device_table": None,  # the device check's table part, minutes at its recipe: tests/test_device_table.py runs its smoke mode
     "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves
     "official_hcl_image": None,  # the official code's harness: the same test, on a stand-in of the code
     "readme_sequences": None,  # a fresh clone through dvc repro and a sweep, minutes
@@ -181,13 +182,13 @@ SMOKE_FILES = ("tests", "compile", "syncs", "throughput", "official_hcl_image", 
 @pytest.mark.e2e
 def test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves(tmp_path: Path) -> None:
     """``device_check.sh --smoke``, with one throughput row and the profile part made to fail on purpose: every other part
-    ends well and writes its results file as on the GPU, the failed row is kept with its error and the rows after it
-    still ran, and the run exits 1 naming both failures. Its budget is widened (the default holds it on a CPU that other
-    jobs leave free), so that a machine they load cuts no part."""
+    ends well and writes its results file as on the GPU (the table part its record), the failed row is kept with its error
+    and the rows after it still ran, and the run exits 1 naming both failures. Its budget is widened 3x (the default holds
+    it on a CPU that other jobs leave free), so that a machine they load cuts no part."""
     results = tmp_path / "results"
     environment = {**os.environ, "OFFICIAL_HCL_IMAGE": str(STANDIN), "CUDA_VISIBLE_DEVICES": ""}
     environment["HCL_DEVICE_CHECK_FAIL"] = "throughput:ucl-fp32,profile"
-    command = ["bash", "benchmarks/device_check.sh", "--smoke", "--budget", "900", "--work", str(tmp_path / "work")]
+    command = ["bash", "benchmarks/device_check.sh", "--smoke", "--budget", "1080", "--work", str(tmp_path / "work")]
     command += ["--results", str(results)]
     done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1000)
     assert done.returncode == 1, done.stdout[-4000:] + done.stderr[-4000:]
@@ -211,6 +212,8 @@ def test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves(tm
     assert all(len(row["losses"]) == 3 for row in records["syncs"]["syncs"].values())
     assert set(records["official_hcl_image"]["hcl_over_official"]) == {"r50-hucl-b256-bf16", "r50-hucl-b256-fp32"}
     assert [row["processes"] for row in records["concurrency"]["rows"]] == [1, 2]
+    table = json.loads((results / "table_images_smoke.json").read_text())  # the table part: every run of its 2 seeds
+    assert table["complete"] and set(table["runs"]) == {f"{row}/{seed}" for row in ("untrained", "ucl", "hucl") for seed in (0, 1)}
     accuracy = records["reproduce_four_samplers"]
     assert accuracy["complete"] and all(row["knn_top1"] is not None for row in accuracy["sets"].values())
     assert set(accuracy["sets"]) == set(ACCURACY_SETS)

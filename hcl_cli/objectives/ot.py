@@ -65,7 +65,9 @@ def device_path_on_cpu(enabled: bool = True) -> Iterator[None]:
         DEVICE_PATH_ON_CPU = before
 
 
-def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None) -> Tensor:
+def sinkhorn_log_coupling(
+    cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None = None, span: float | None = None
+) -> Tensor:
     """log P of the entropic OT coupling between the uniform distributions over the n rows and the m columns of ``cost``.
 
     Sinkhorn-Knopp (Cuturi 2013): at most ``iterations`` rounds of the column update then the row
@@ -88,14 +90,20 @@ def sinkhorn_log_coupling(cost: Tensor, epsilon: float, iterations: int, columns
     after it adds exact zeros, and the host reads the decision only every :data:`SETTLED_READ_EVERY`
     rounds to end the loop early (:data:`DEVICE_PATH_ON_CPU` runs this path on a CPU too). Kernel
     entries below ``tiny`` count as zero, so the rounds run with subnormals flushed
-    (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`.
+    (:func:`subnormals_flushed`) and exponentiate by :func:`exp_flushed`. Where the caller bounds the finite costs,
+    ``0 <= C_ij <= span`` (unit embeddings: :func:`cost_span`), and ``span / epsilon`` is at most
+    :data:`BOUNDED_SPAN`, no entry of the kernel can underflow nor a scaling overflow, and the device runs plain
+    scaling rounds instead (:func:`_bounded_scaling_rounds`: POT's ``ot.sinkhorn``, two matrix-vector products a round),
+    with the same stop.
     """
+    bounded = span is not None and span / epsilon <= BOUNDED_SPAN[cost.dtype]
+    device_rounds = _bounded_scaling_rounds if bounded else _sinkhorn_rounds
     if torch.compiler.is_compiling():  # dynamo cannot trace set_flush_denormal (a graph break); exp_flushed zeroes the same
-        return _sinkhorn_rounds(cost, epsilon, iterations, columns)
+        return device_rounds(cost, epsilon, iterations, columns)
     with subnormals_flushed():
         if cost.device.type == "cpu" and not DEVICE_PATH_ON_CPU:
             return _scaling_rounds(cost, epsilon, iterations, columns)
-        return _sinkhorn_rounds(cost, epsilon, iterations, columns)
+        return device_rounds(cost, epsilon, iterations, columns)
 
 
 @contextlib.contextmanager
@@ -176,6 +184,48 @@ def _sinkhorn_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Ten
         if reads and done % SETTLED_READ_EVERY == 0 and done < iterations and bool(settled):
             break  # the rounds left would add zeros
     return log_coupling
+
+
+BOUNDED_SPAN = {dtype: 0.25 * -math.log(torch.finfo(dtype).tiny) for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+"""The largest ``span / epsilon`` of :func:`_bounded_scaling_rounds` (21.8 in float32): the kernel's entries are then at least
+``e^-S``, the scalings within ``e^{+-S}`` of the marginals' scale, and a coupling entry ``u_i K_ij v_j`` at least ``e^-3S``
+of it, above the dtype's ``tiny``."""
+
+
+def cost_span(squared_distance_bound: float, options: SamplerOptions) -> float:
+    """The largest finite cost of ``options.ot_cost`` when squared distances are at most ``squared_distance_bound``."""
+    return squared_distance_bound if options.ot_cost == "sq" else math.exp(squared_distance_bound - options.ot_kappa)
+
+
+def _bounded_scaling_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None) -> Tensor:
+    """The device path of :func:`sinkhorn_log_coupling` for costs in ``[0, span]`` with ``span / epsilon`` at most
+    :data:`BOUNDED_SPAN`: the scaling rounds of Sinkhorn-Knopp on ``K = exp(-C / eps)`` as POT's ``ot.sinkhorn`` runs
+    them, ``v = b / (K^T u)`` then ``u = a / (K v)`` from ``u = 1`` (the marginals folded into two copies of ``K``), the
+    stop (the row potentials ``log u`` changing by less than the square root of the machine epsilon) decided on the
+    device as :func:`_sinkhorn_rounds` decides it: a round after it keeps ``u`` and ``v``, and the host reads it every
+    :data:`SETTLED_READ_EVERY` rounds. ``log P = log u + log K + log v``; a column that does not exist (a zero column of
+    ``K``) gets the largest ``v_j`` (its sum kept at ``tiny``) and no mass."""
+    log_kernel = -cost / epsilon
+    kernel = log_kernel.exp()
+    column_count = kernel.shape[1] if columns is None else columns.sum()
+    by_rows, by_columns = kernel * kernel.shape[0], (kernel * column_count).T.contiguous()  # K / a and (K / b)^T
+    tiny = torch.finfo(cost.dtype).tiny
+    tolerance = torch.full((), math.sqrt(torch.finfo(cost.dtype).eps), dtype=cost.dtype, device=cost.device)  # no scalar copy a round
+    row_scaling = torch.ones(kernel.shape[0], dtype=cost.dtype, device=cost.device)
+    column_scaling = torch.ones(kernel.shape[1], dtype=cost.dtype, device=cost.device)
+    settled = torch.zeros((), dtype=torch.bool, device=cost.device)
+    reads = not torch.compiler.is_compiling()
+    for done in range(1, iterations + 1):
+        column_sums = torch.mv(by_columns, row_scaling)
+        updated_columns = (column_sums if columns is None else column_sums.clamp_min_(tiny)).reciprocal_()
+        updated_rows = torch.mv(by_rows, updated_columns).reciprocal_()
+        change = torch.linalg.vector_norm(torch.div(updated_rows, row_scaling).log_(), math.inf)
+        column_scaling = torch.where(settled, column_scaling, updated_columns)
+        row_scaling = torch.where(settled, row_scaling, updated_rows)
+        settled = settled | torch.lt(change, tolerance)
+        if reads and done % SETTLED_READ_EVERY == 0 and done < iterations and bool(settled):
+            break  # the rounds left would keep u and v
+    return log_kernel + row_scaling.log()[:, None] + column_scaling.log()[None, :]
 
 
 def _scaling_rounds(cost: Tensor, epsilon: float, iterations: int, columns: Tensor | None) -> Tensor:
@@ -290,6 +340,9 @@ def ot(batch: ScoreBatch, options: SamplerOptions) -> NegativeWeights:
     """q(j|i) = n P_ij from the entropic OT coupling of the n anchors with their candidates (n = 2B; the batch itself in-batch).
 
     Sinkhorn ends on the row update, so every row of q sums to 1 to rounding: its ``log_normaliser`` is 0."""
-    log_coupling = sinkhorn_log_coupling(transport_cost(batch, options), options.ot_epsilon, options.ot_iterations, batch.column_valid)
+    span = cost_span(4.0, options) if batch.unit else None  # unit vectors lie at squared distances of at most 4
+    log_coupling = sinkhorn_log_coupling(
+        transport_cost(batch, options), options.ot_epsilon, options.ot_iterations, batch.column_valid, span
+    )
     rows_sum_to_one = torch.zeros(batch.num_anchors, dtype=log_coupling.dtype, device=log_coupling.device)
     return NegativeWeights(log_coupling + math.log(batch.num_anchors), debiased=True, log_normaliser=rows_sum_to_one)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,13 @@ from hcl_cli.distributed import DistributedContext
 from hcl_cli.graph.modality import GRAPHS, GraphSamples
 from hcl_cli.graph.prepared import SPLITS
 from hcl_cli.graph.svm import PAPER_FOLDS, heldout_svm, inductive_fold, svm_protocol
+from hcl_cli.modality import Modality
 from hcl_cli.provenance import run_identity
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
+
+CPU = torch.device("cpu")
 
 
 @dataclass
@@ -56,19 +60,37 @@ def load_prepared(folder: Path) -> Prepared:
 
 
 def train_encoder(
-    config: PretrainConfig, data: Prepared, scratch: Path, *, train: bool = True, epoch_seconds: list[float] | None = None
+    config: PretrainConfig,
+    data: Prepared,
+    scratch: Path,
+    *,
+    train: bool = True,
+    epoch_seconds: list[float] | None = None,
+    modality: Modality = GRAPHS,
+    device: torch.device = CPU,
+    after_epoch: Callable[[int, torch.nn.Module], None] | None = None,
 ) -> torch.nn.Module:
-    """What ``hcl pretrain`` trains for ``config`` (its seeding, model, step and epoch loop), without
-    its checkpoints and log; with ``train=False`` the untrained encoder of ``config.seed``. Each
-    epoch's seconds are appended to ``epoch_seconds`` when given."""
-    context = DistributedContext(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"))
+    """What ``hcl pretrain`` trains for ``config`` (its seeding, model, step and epoch loop) on ``modality``'s samples
+    (on ``device``, where ``data`` lies), without its checkpoints and log; with ``train=False`` the untrained encoder of ``config.seed``.
+    Each epoch's seconds are appended to ``epoch_seconds`` when given, and ``after_epoch(epoch, model)`` is called after
+    each epoch (an image table's kNN probe: HCL Fig. 11)."""
+    context = DistributedContext(rank=0, world_size=1, local_rank=0, device=device)
     context.seed_everything(config.seed)
-    model, step = build_training(GRAPHS, config, data.card, context)
+    model, step = build_training(modality, config, data.card, context)
     if not train:
         return model
-    steps = context.steps_per_epoch(len(data.samples), config.batch_size, GRAPHS.keep_last_batch, noun=GRAPHS.sample_noun)
+    steps = context.steps_per_epoch(len(data.samples), config.batch_size, modality.keep_last_batch, noun=modality.sample_noun)
     training = TrainingRun(
-        config, model, step, data.samples, data.labels, CheckpointStore(scratch), {}, context, steps, keep_last_batch=GRAPHS.keep_last_batch
+        config,
+        model,
+        step,
+        data.samples,
+        data.labels,
+        CheckpointStore(scratch),
+        {},
+        context,
+        steps,
+        keep_last_batch=modality.keep_last_batch,
     )
     clock = RunClock(steps * config.epochs, config.epochs, steps, context.device, plain=False, reported=True)
     for epoch in range(config.epochs):
@@ -76,6 +98,8 @@ def train_encoder(
         train_one_epoch(training, epoch, 0, config.loss_options(epoch), EpochTotals(), StopRequest(), clock)
         if epoch_seconds is not None:
             epoch_seconds.append(time.perf_counter() - start)
+        if after_epoch is not None:
+            after_epoch(epoch, model)
     return model
 
 
