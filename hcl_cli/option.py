@@ -27,6 +27,11 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def either(values: tuple[str, ...]) -> str:
+    """``a, b or c``: the values of an option under which another is read, in a sentence."""
+    return " or ".join(filter(None, [", ".join(values[:-1]), values[-1]]))
+
+
 @dataclass(frozen=True)
 class Option:
     """One option of a stage or a sampler.
@@ -69,9 +74,21 @@ class Option:
 
     @property
     def described_help(self) -> str:
-        """The help, the modalities' own defaults and the range, as ``--help`` prints them."""
-        defaults = "".join(f" Default on {modality}s: {value}." for modality, value in self.modality_defaults)
-        return f"{self.help}{defaults}" + (f" Range {self.range}." if self.range else "")
+        """The help, the values of another option under which it is read, and the range, as ``--help`` prints them."""
+        read = ""
+        if self.read_when is not None:
+            key, values = self.read_when
+            read = f" Only with {option_name(key)} {either(values)}."
+        return f"{self.help}{read}" + (f" Range {self.range}." if self.range else "")
+
+    @property
+    def shown_default(self) -> str | bool:
+        """The default as ``--help`` shows it after the text: ``60; on graphs: 200`` where a modality has its own
+        (:attr:`modality_defaults`), else True (the value itself)."""
+        if not self.modality_defaults:
+            return True
+        shown_value = str(self.default).lower() if isinstance(self.default, bool) else self.default
+        return f"{shown_value}" + "".join(f"; on {modality}s: {value}" for modality, value in self.modality_defaults)
 
     @property
     def type(self) -> type:

@@ -252,6 +252,8 @@ def bad_init(kind: str, folder: Path, digits: Path) -> Path:
         torch.save(net.state_dict(), path)
     elif kind == "missing-key":
         save_file({name: value for name, value in net.state_dict().items() if name != "layer2.0.bn1.weight"}, path)
+    elif kind == "extra-key":
+        save_file({**net.state_dict(), "projector.weight": torch.zeros(2)}, path)
     elif kind == "other-arch":
         path = saved_encoder(folder, digits, "small_cnn")
     elif kind == "graph":
@@ -269,7 +271,8 @@ def bad_init(kind: str, folder: Path, digits: Path) -> Path:
             "conv1.weight is [64, 3, 7, 7], resnet18's backbone for 1x8x8 images needs [64, 1, 3, 3] (hcl's ResNets have the CIFAR stem",
         ),
         ("pickle", "is a torch.save file, and hcl unpickles no file: save it as safetensors"),
-        ("missing-key", "is not a state dict of resnet18's backbone: 1 keys missing (e.g. ['layer2.0.bn1.weight'])"),
+        ("missing-key", "is not a state dict of resnet18's backbone: 1 key missing (e.g. layer2.0.bn1.weight)\n"),
+        ("extra-key", "is not a state dict of resnet18's backbone: 1 key unexpected (e.g. projector.weight)\n"),
         ("other-arch", "is an encoder of another architecture: arch small_cnn (the run's: resnet18)"),
         ("graph", "is an hcl 'graph encoder' artifact, but the run trains on images"),
         ("text", "is not a safetensors state dict"),

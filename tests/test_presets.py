@@ -47,7 +47,7 @@ def test_every_preset_passes_the_stages_validation_and_sets_only_what_its_sample
     for group, values in preset.values.items():
         assert set(values) <= set(CONFIGS[group].param_names()), "a preset sets parameters, never paths or devices"
     for group, values in groups.items():
-        CONFIGS[group](**values)  # raises on any value the stage would refuse
+        CONFIGS[group].from_sources(values, {})  # raises on any value the stage would refuse
     pretrain = PretrainConfig(**groups["pretrain"])
     assert pretrain.ignored_changes() == [], "every sampler option a preset sets away from its default is read by its sampler"
     assert pretrain.projection_dim == 128 and pretrain.blur and not pretrain.unread_changes()
