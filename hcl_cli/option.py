@@ -75,11 +75,16 @@ class Option:
     @property
     def described_help(self) -> str:
         """The help, the values of another option under which it is read, and the range, as ``--help`` prints them."""
-        read = ""
-        if self.read_when is not None:
-            key, values = self.read_when
-            read = f" Only with {option_name(key)} {either(values)}."
-        return f"{self.help}{read}" + (f" Range {self.range}." if self.range else "")
+        return f"{self.help}{self.read_sentence}" + (f" Range {self.range}." if self.range else "")
+
+    @property
+    def read_sentence(self) -> str:
+        """`` Only with --optimizer sgd or lars.``: the values of another option under which this one is read (:attr:`read_when`);
+        "" for one read whatever the others say."""
+        if self.read_when is None:
+            return ""
+        key, values = self.read_when
+        return f" Only with {option_name(key)} {either(values)}."
 
     @property
     def shown_default(self) -> str | bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from processes import run_grouped
 
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.stages import compare
@@ -41,7 +42,7 @@ DVC_YAML = {
 
 
 def git_dvc(repo: Path, *args: str) -> str:
-    result = subprocess.run(list(args), cwd=repo, capture_output=True, text=True, check=False)
+    result = run_grouped(args, cwd=repo)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 

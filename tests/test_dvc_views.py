@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from processes import run_grouped
 from test_pipeline import run, set_params, tiny_pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # minutes: two pipelines and a sweep, run with the e2e set
@@ -25,7 +25,7 @@ SWEEP_VIEW = ["dvc", "exp", "show", "--only-changed", "--no-pager", "--drop", "C
 def view(cmd: list[str], cwd: Path, columns: int) -> tuple[str, str]:
     """stdout and stderr of a DVC view on a terminal ``columns`` wide (as rich lays out its tables)."""
     env = os.environ | {"COLUMNS": str(columns), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, env=env)
+    result = run_grouped(cmd, cwd=cwd, env=env)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout, result.stderr
 

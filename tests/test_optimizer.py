@@ -202,9 +202,18 @@ def test_optimizer_options_that_cannot_run_are_refused_in_one_line(values: dict[
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"nesterov": True}, r"--nesterov \(pretrain.nesterov\) true is read only with --optimizer sgd or lars and does nothing with --optimizer adam"),
-        ({"optimizer": "adamw", "sgd_momentum": 0.5}, r"--sgd-momentum \(pretrain.sgd_momentum\) 0.5 is read only with --optimizer sgd or lars"),
-        ({"optimizer": "sgd", "lars_eta": 0.01}, r"--lars-eta \(pretrain.lars_eta\) 0.01 is read only with --optimizer lars .*default \(0.001\)"),
+        (
+            {"nesterov": True},
+            r"--nesterov \(pretrain.nesterov\) true is read only with --optimizer sgd or lars and does nothing with --optimizer adam",
+        ),
+        (
+            {"optimizer": "adamw", "sgd_momentum": 0.5},
+            r"--sgd-momentum \(pretrain.sgd_momentum\) 0.5 is read only with --optimizer sgd or lars",
+        ),
+        (
+            {"optimizer": "sgd", "lars_eta": 0.01},
+            r"--lars-eta \(pretrain.lars_eta\) 0.01 is read only with --optimizer lars .*default \(0.001\)",
+        ),
         ({"anneal_steps": 5}, r"--anneal-steps \(pretrain.anneal_steps\) 5 is read only with --anneal paper or official"),
     ],
 )

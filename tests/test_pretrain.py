@@ -419,6 +419,7 @@ def test_ctrl_c_during_the_first_step_stops_at_once(digits: Path, tmp_path: Path
     assert error.value.exit_code == 130
     assert calls == [1], "the step's backward and update did not run"
     assert CheckpointStore(tmp_path / "models" / "checkpoints").latest() is None
+    assert not (tmp_path / "dvclive" / "metrics.json").exists(), "a metrics.json of {} beside 'nothing was saved' (issue 54)"
 
 
 def test_a_run_that_will_not_fit_in_memory_is_refused_before_its_first_step(

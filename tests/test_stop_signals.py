@@ -94,3 +94,31 @@ def test_a_full_disk_while_writing_the_lock_names_the_lock_file(tmp_path: Path) 
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, preexec_fn=small_files)
     assert result.stderr.strip().splitlines()[-1] == "hcl_cli.errors.HclError: cannot write out/.hcl.lock: File too large", result.stderr
     assert os.listdir(tmp_path / "out") == []
+
+
+COMPILED_FIRST_STEP = """
+import signal, sys
+from torch._inductor.exc import InductorError
+from hcl_cli import cli
+from hcl_cli.config import PretrainConfig
+from hcl_cli.training.signals import TrainingInterrupted
+
+def compiled_first_step(config):
+    try:
+        raise TrainingInterrupted("stopped by SIGTERM during the first step, at once (nothing was saved)", signal.SIGTERM)
+    except TrainingInterrupted as stop:  # as torch/_inductor/compile_fx.py wraps what a compilation raised
+        raise InductorError(stop, None).with_traceback(stop.__traceback__) from None
+
+cli.STAGE_RUNNERS[PretrainConfig] = compiled_first_step
+cli.main(sys.argv[1:])
+"""
+"""``hcl pretrain`` whose first step, compiling, is stopped by SIGTERM: the stop comes back wrapped in Inductor's error."""
+
+
+def test_a_stop_that_torch_compile_wrapped_is_the_stop_and_not_an_internal_error(tmp_path: Path) -> None:
+    """SIGTERM during ``--compile true``'s first step said ``internal error: InductorError: TrainingInterrupted: ...``."""
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILED_FIRST_STEP, "pretrain"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 143, done.stderr
+    assert done.stderr == "hcl pretrain: error: stopped by SIGTERM during the first step, at once (nothing was saved)\n"
