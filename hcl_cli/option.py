@@ -43,8 +43,10 @@ class Option:
     raw value cannot be parsed. ``modality`` names the one modality that reads the option
     (``image`` or ``graph``; None: both), so that a value set on the other one is refused, not ignored.
     ``read_when`` names the option whose value decides whether this one is read, and the values under which it
-    is, ``("protocol", ("svm",))``: the report lists an option only where the run read it
-    (:meth:`~hcl_cli.config.base.StageConfig.read_params`).
+    is, ``("protocol", ("svm",))``: ``--help`` says so, the report lists an option only where the run read it
+    (:meth:`~hcl_cli.config.base.StageConfig.read_params`), and a value set away from the default where it is not read is
+    refused by ``hcl pretrain`` (:meth:`~hcl_cli.config.base.StageConfig.refuse_unread`), warned about by ``prepare`` and
+    ``linear-eval`` (:meth:`~hcl_cli.config.base.StageConfig.unread_changes`).
     ``modality_defaults`` gives a modality its own default, ``(("graph", 200),)``: what a stage takes
     for a value given neither on the command line nor in the params file once it knows the data's
     modality (:meth:`~hcl_cli.config.base.StageConfig.for_modality`).
