@@ -1,8 +1,7 @@
 """How a command ends on the console: one ``error:`` line and its exit code for whatever it raised, and what it prints.
 
 Exit codes follow docs/errors.md: 2 for a usage error or a bad input file, 1 for a failure during the work, 128 + N for a
-stop signal N. A stop signal that reached the code while a library ran it (torch.compile's Inductor wraps what its
-compilation raised in an ``InductorError``) is still the stop: its line, its code, not an internal error.
+stop signal N (:func:`~hcl_cli.training.signals.interrupt_policy`: a stop that a library wrapped or swallowed included).
 """
 
 from __future__ import annotations
@@ -57,31 +56,14 @@ def answered(prog: str, run: Callable[[], Any], debug: bool) -> None:
 
 
 def fail_unexpected(prog: str, exc: Exception, debug: bool) -> NoReturn:
-    """The line of an exception no layer of hcl raised: the stop or error of hcl's that a library wrapped, a full or closed
-    standard output, memory that ran out, or an internal error."""
-    wrapped = hcl_cause(exc)
-    if wrapped is not None:
-        fail(prog, str(wrapped).replace("\n", " "), wrapped.exit_code, debug)
+    """The line of an exception no layer of hcl raised: a full or closed standard output, memory that ran out, or an
+    internal error."""
     if isinstance(exc, OSError) and exc.filename is None and exc.errno in STREAM_ERRORS:  # printing, e.g. --help, to a full disk
         _drop_stdout()
         fail(prog, f"cannot write to standard output: {exc.strerror}", 1, debug)
     if not isinstance(exc, OSError) and _out_of_memory(exc):
         fail(prog, f"out of memory: {_first_line(exc)} (the input or the options ask for more than this machine has)", 1, debug)
     fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
-
-
-def hcl_cause(exc: BaseException) -> HclError | Interrupted | None:
-    """The error or stop of hcl's own that ``exc`` wraps (a library's ``inner_exception``, as torch's ``InductorError`` keeps
-    a stop signal's :class:`~hcl_cli.training.signals.TrainingInterrupted` raised while Inductor compiled), was raised from
-    (``__cause__``) or while handling (``__context__``), or None."""
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        if isinstance(link, (HclError, Interrupted)):
-            return link
-        seen.add(id(link))
-        link = getattr(link, "inner_exception", None) or link.__cause__ or link.__context__
-    return None
 
 
 def write_stdout(text: str) -> None:
