@@ -8,95 +8,30 @@ the stage receives it frozen. Stage modules, and with them torch, are imported o
 runs, so ``--help`` stays instant. This module is the front end: no stage imports it, so editing
 a help text here or in another stage's declarations reruns no pipeline stage.
 
-One room: the Typer app is one object whose commands are listed in one place; each command is a
-thin call of its stage's ``run`` (``hcl table`` and ``hcl compare`` included), the work is in ``stages/``.
+A thin table of commands: each is a call of its stage's ``run`` (``hcl table`` and ``hcl compare`` included), the work is
+in ``stages/``; how the help is printed is :mod:`hcl_cli.cli_help`'s, how a command ends on the console :mod:`hcl_cli.console`'s.
 """
 
 from __future__ import annotations
 
-import errno
+import importlib
 import inspect
-import os
 import sys
-import textwrap
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-import typer.core
 
-from hcl_cli.config.base import DATA_DEFAULT_TEXT, PREPARED, StageConfig
-from hcl_cli.config.embed import EmbedConfig
+from hcl_cli.cli_help import HelpCommand, HelpGroup, typer_parameter
+from hcl_cli.config.base import StageConfig
 from hcl_cli.config.export import ExportConfig
-from hcl_cli.config.knn import KnnConfig
-from hcl_cli.config.linear import LinearConfig
 from hcl_cli.config.pipeline import STAGE_CONFIGS
-from hcl_cli.config.prepare import PrepareConfig
-from hcl_cli.config.pretrain import PretrainConfig
-from hcl_cli.config.report import ReportConfig
-from hcl_cli.errors import HclError, UsageError
+from hcl_cli.console import answered, write_stdout
 from hcl_cli.logs import LOG, set_level
-from hcl_cli.option import Option, option_name, parse_bool, parse_number
+from hcl_cli.option import option_name, parse_bool, parse_number
 from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
-from hcl_cli.training.signals import Interrupted, exit_with, interrupt_policy
 from hcl_cli.versions import check_torch_pair
-
-# Typer vendors click in recent releases; find its exception base either way (torch 2.11 GPU images ship an older Typer).
-_CLICK_EXCEPTION: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
-
-FLAG_COLUMN = 24
-"""The widest first column of a help listing (a flag with its value, a command); a longer one puts its text on the next line."""
-
-
-def write_definitions(formatter: Any, rows: Sequence[tuple[str, str]]) -> None:
-    """click's definition list (``HelpFormatter.write_dl``: a term, its text wrapped beside it) without splitting a word at
-    its hyphens, so that a flag named in a text (``--gin-hidden``) stays whole."""
-    if not rows:
-        return
-    column = min(max(len(term) for term, _ in rows), FLAG_COLUMN) + 2
-    margin = " " * formatter.current_indent
-    wrapper = textwrap.TextWrapper(width=max(formatter.width - formatter.current_indent - column, 20), break_on_hyphens=False)
-    for term, text in rows:
-        lines = wrapper.wrap(text)
-        if lines and len(term) + 2 <= column:
-            formatter.write(f"{margin}{term.ljust(column)}{lines.pop(0)}\n")
-        else:
-            formatter.write(f"{margin}{term}\n")
-        formatter.write("".join(f"{margin}{' ' * column}{line}\n" for line in lines))
-
-
-def write_parameters(command: Any, ctx: Any, formatter: Any) -> None:
-    """``command``'s arguments and options under the headings of Typer's panels (Parameters, Runtime options, Options)."""
-    sections: dict[str, list[tuple[str, str]]] = {}
-    for param in command.get_params(ctx):
-        record = param.get_help_record(ctx)
-        if record is not None:
-            default_panel = "Arguments" if param.param_type_name == "argument" else "Options"
-            sections.setdefault(getattr(param, "rich_help_panel", None) or default_panel, []).append(record)
-    for heading, rows in sections.items():
-        with formatter.section(heading):
-            write_definitions(formatter, rows)
-
-
-class HelpCommand(typer.core.TyperCommand):
-    """A command whose ``--help`` is plain text that fits the terminal (at most 80 columns; Typer's Rich layout left a
-    column of 26 characters for the texts there): the options by panel, each text wrapped beside its flag."""
-
-    def format_options(self, ctx: Any, formatter: Any) -> None:
-        write_parameters(self, ctx, formatter)
-
-
-class HelpGroup(typer.core.TyperGroup):
-    """``hcl --help``: plain text like :class:`HelpCommand`'s, each command with the whole first sentence of its help."""
-
-    def format_options(self, ctx: Any, formatter: Any) -> None:
-        write_parameters(self, ctx, formatter)
-        commands = [(name, self.commands[name]) for name in self.list_commands(ctx) if not self.commands[name].hidden]
-        with formatter.section("Commands"):
-            write_definitions(formatter, [(name, command.get_short_help_str(limit=sys.maxsize)) for name, command in commands])
-
 
 app = typer.Typer(
     name="hcl",
@@ -138,61 +73,18 @@ def hcl(
     """Contrastive representation learning with hard negative sampling (HCL, H-SCL, HCL-OT, UnDiMix), run as DVC stages."""
 
 
-def run_prepare(config: PrepareConfig) -> None:
-    from hcl_cli.stages import prepare
+def stage_runner(config_cls: type[StageConfig]) -> Callable[[Any], None]:
+    """The call of the ``run(config)`` of ``config_cls``'s stage module (``hcl linear-eval``: ``stages/linear_eval.py``), which
+    imports it, and torch, only when the stage runs."""
 
-    prepare.run(config)
+    def run(config: StageConfig) -> None:
+        importlib.import_module(f"hcl_cli.stages.{config_cls.command.replace('-', '_')}").run(config)
 
-
-def run_pretrain(config: PretrainConfig) -> None:
-    from hcl_cli.stages import pretrain
-
-    pretrain.run(config)
+    return run
 
 
-def run_embed(config: EmbedConfig) -> None:
-    from hcl_cli.stages import embed
+STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {cls: stage_runner(cls) for cls in (*STAGE_CONFIGS, ExportConfig)}
 
-    embed.run(config)
-
-
-def run_linear_eval(config: LinearConfig) -> None:
-    from hcl_cli.stages import linear_eval
-
-    linear_eval.run(config)
-
-
-def run_knn_eval(config: KnnConfig) -> None:
-    from hcl_cli.stages import knn_eval
-
-    knn_eval.run(config)
-
-
-def run_report(config: ReportConfig) -> None:
-    from hcl_cli.stages import report
-
-    report.run(config)
-
-
-def run_export(config: ExportConfig) -> None:
-    from hcl_cli.stages import export
-
-    export.run(config)
-
-
-STAGE_RUNNERS: dict[type[StageConfig], Callable[[Any], None]] = {
-    PrepareConfig: run_prepare,
-    PretrainConfig: run_pretrain,
-    EmbedConfig: run_embed,
-    LinearConfig: run_linear_eval,
-    KnnConfig: run_knn_eval,
-    ReportConfig: run_report,
-    ExportConfig: run_export,
-}
-
-
-STREAM_ERRORS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EFBIG, errno.EIO, errno.EDQUOT})
-"""The errors of a write to standard output that is full or closed (an error naming no file)."""
 
 PARAMS_HELP = "Read this stage's parameters from FILE (its group in a params.yaml; dvc.yaml passes params.yaml). Options given on the command line win."
 
@@ -230,26 +122,6 @@ def stage_command(config_cls: type[StageConfig]) -> Callable[..., None]:
     return command
 
 
-NUMBER_METAVARS = {int: "<int>", float: "<float>"}
-"""How ``--help`` names a number's value, as Typer does (the command reads it as text: :func:`~hcl_cli.option.parse_number`)."""
-
-
-def typer_parameter(option: Option, *, valued: bool) -> inspect.Parameter:
-    """``option`` as a keyword parameter of a Typer command; a valued boolean and a number are taken as text."""
-    choices = ("true", "false") if valued else option.choices
-    metavar = ("|".join(choices) if len("|".join(choices)) <= 24 else "NAME") if choices else NUMBER_METAVARS.get(option.type)
-    typer_option = typer.Option(
-        option.flag,
-        help=option.described_help,
-        metavar=metavar,
-        rich_help_panel="Runtime options" if option.runtime else "Parameters",
-        show_default=DATA_DEFAULT_TEXT if option.name == "data" and option.default == PREPARED else True,
-    )
-    annotation = Annotated[str if valued or option.type in NUMBER_METAVARS else option.type, typer_option]
-    default = str(option.default).lower() if valued else option.default
-    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-
 for _config_cls in (*STAGE_CONFIGS, ExportConfig):
     app.command(_config_cls.command, cls=HelpCommand, help=_config_cls.__doc__ or "")(stage_command(_config_cls))
 
@@ -275,7 +147,9 @@ def preset(
     estimate: Annotated[bool, typer.Option("--estimate/--no-estimate", help=ESTIMATE_HELP)] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what the preset would change and cost; write nothing.")] = False,
 ) -> None:
-    """List the papers' experiments by paper and table, or write one's prepare, pretrain and linear groups (graphs: and knn) into params.yaml for dvc repro / dvc exp run, after saying what the run would cost here."""
+    """List the papers' experiments by paper and table, or write one into params.yaml for dvc repro / dvc exp run.
+
+    A preset sets the prepare, pretrain and linear groups (graphs: and knn), after saying what the run would cost here."""
     from hcl_cli import presets
 
     if name is None:
@@ -371,55 +245,52 @@ def table(
         ),
     ] = "",
 ) -> None:
-    """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data: every method on the same seeds, ours beside the paper's number, paired differences with 95% intervals, the untrained encoder."""
+    """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data.
+
+    Every method runs on the same seeds, ours beside the paper's number, with paired differences (95% intervals) and the
+    untrained encoder."""
     from hcl_cli.stages import table as table_stage
 
-    if verify is not None:
-        table_stage.verify(Path(verify), Path(data), threads=threads, rows=tuple(filter(None, rows.split(","))))
-        return
-    if rows:
-        raise UsageError("--rows selects rows of a verification: give it with --verify")
-    if name is None:
-        raise UsageError("--name is required (but with --verify)")
-    if images is not None:
+    request: object = None
+    run_table = table_stage.run
+    if name is not None and images is not None:
         from hcl_cli.stages import table_images
         from hcl_cli.tables.image_methods import Recipe
 
         dataset, source = table_images.parse_images(images)
         recipe = Recipe(arch, batch_size, epochs or Recipe.epochs, precision, eval_every, compile_step)
         rows_asked = tuple(filter(None, (methods or "images").split(",")))
-        table_images.run(
-            table_images.ImageTableRequest(
-                name,
-                dataset,
-                source,
-                rows_asked,
-                seeds,
-                recipe,
-                device,
-                Path(out),
-                work and Path(work),
-                threads,
-                time_budget,
-                tuple(merge or ()),
-            )
+        request = table_images.ImageTableRequest(
+            name,
+            dataset,
+            source,
+            rows_asked,
+            seeds,
+            recipe,
+            device,
+            Path(out),
+            work and Path(work),
+            threads,
+            time_budget,
+            tuple(merge or ()),
         )
-        return
-    request = table_stage.TableRequest(
-        name=name,
-        datasets=tuple(filter(None, datasets.split(","))),
-        methods=tuple(filter(None, (methods or "table2,table5").split(","))),
-        work=work and Path(work),
-        seeds=seeds,
-        epochs=epochs,
-        data=Path(data),
-        out=Path(out),
-        threads=threads,
-        time_budget=time_budget,
-        merge=tuple(merge or ()),
-        protocol=protocol,
-    )
-    table_stage.run(request)
+        run_table = table_images.run
+    elif name is not None:
+        request = table_stage.TableRequest(
+            name=name,
+            datasets=tuple(filter(None, datasets.split(","))),
+            methods=tuple(filter(None, (methods or "table2,table5").split(","))),
+            work=work and Path(work),
+            seeds=seeds,
+            epochs=epochs,
+            data=Path(data),
+            out=Path(out),
+            threads=threads,
+            time_budget=time_budget,
+            merge=tuple(merge or ()),
+            protocol=protocol,
+        )
+    table_stage.run_command(request, verify, Path(data), threads, rows, run_table)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -431,69 +302,4 @@ def main(argv: list[str] | None = None) -> None:
     set_level(quiet="quiet" in levels, verbose="verbose" in levels)
     command = typer.main.get_command(app)
     prog = "hcl" + (f" {args[0]}" if args and not args[0].startswith("-") else "")
-    try:
-        os.getcwd()  # before any stage imports torch, which dies on a deleted working directory with no line of hcl's
-    except OSError as exc:
-        _fail(prog, f"the working directory cannot be read ({exc.strerror}; deleted?): cd to a folder that exists and run again", 2, debug)
-    try:
-        with interrupt_policy(prog):
-            code = command.main(args=args, prog_name="hcl", standalone_mode=False)
-    except typer.Abort:
-        _fail(prog, "aborted", 130, debug)
-    except _CLICK_EXCEPTION as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            print(exc.format_message())
-            sys.exit(0)
-        _fail(prog, exc.format_message().replace("\n", " "), exc.exit_code, debug)
-    except HclError as exc:
-        _fail(prog, str(exc).replace("\n", " "), exc.exit_code, debug)
-    except Interrupted as exc:
-        _fail(prog, str(exc), exc.exit_code, debug)
-    except KeyboardInterrupt:
-        _fail(prog, "interrupted", 130, debug)
-    except OSError as exc:
-        if exc.filename is None and exc.errno in STREAM_ERRORS:  # printing, e.g. --help, to a full disk or a closed pipe
-            _drop_stdout()
-            _fail(prog, f"cannot write to standard output: {exc.strerror}", 1, debug)
-        _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
-        if _out_of_memory(exc):
-            _fail(prog, f"out of memory: {_first_line(exc)} (the input or the options ask for more than this machine has)", 1, debug)
-        _fail(prog, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)".replace("\n", " "), 1, debug)
-    try:
-        write_stdout("")  # what a stage printed and is still buffered
-    except HclError as exc:
-        _fail(prog, str(exc), exc.exit_code, debug)
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-def write_stdout(text: str) -> None:
-    """Write ``text`` to standard output now; a write error (``hcl params > /dev/full``, a closed pipe) is
-    an :class:`HclError`, and what could not be written is dropped so that exiting does not fail on it again."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except OSError as exc:
-        _drop_stdout()
-        raise HclError(f"cannot write to standard output: {exc.strerror or exc}") from None
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` is an allocation that failed (Python's MemoryError, torch's out-of-memory on any device): a failure of
-    the run's size, exit 1, not an internal error."""
-    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _drop_stdout() -> None:
-    """Send standard output to the null device, so that what it could not write is not tried again at exit."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _fail(prog: str, message: str, code: int, debug: bool) -> NoReturn:
-    if debug:
-        traceback.print_exc()
-    exit_with(prog, message, code)
+    answered(prog, lambda: command.main(args=args, prog_name="hcl", standalone_mode=False), debug)

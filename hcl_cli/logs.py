@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import textwrap
 
 LOG = logging.getLogger("hcl")
 """The logger of every hcl message."""
@@ -47,3 +48,12 @@ def bars_disabled() -> bool | None:
 
 
 _install()
+
+
+PROSE_WIDTH = 80
+"""The width of a paragraph hcl prints for a person to read (``hcl preset``'s footer, ``hcl compare``'s introduction)."""
+
+
+def prose(text: str) -> str:
+    """``text``, one paragraph, wrapped at :data:`PROSE_WIDTH` columns without splitting a word or a flag at its hyphens."""
+    return textwrap.fill(" ".join(text.split()), PROSE_WIDTH, break_on_hyphens=False, break_long_words=False)

@@ -126,6 +126,8 @@ class Modality(Protocol):
     view and hard-negative figures need."""
     objectives: tuple[str, ...]
     """The ``objective`` values this modality trains with; the first is what ``auto`` means."""
+    loss_note: str
+    """What a person watching this modality's training loss should know, said once as a run starts ("" for nothing)."""
     raw_name: str
     """What :meth:`raw_features` are, in the report (``raw pixels``, ``summed node features``)."""
     raw_feature: str

@@ -27,6 +27,11 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def either(values: tuple[str, ...]) -> str:
+    """``a, b or c``: the values of an option under which another is read, in a sentence."""
+    return " or ".join(filter(None, [", ".join(values[:-1]), values[-1]]))
+
+
 @dataclass(frozen=True)
 class Option:
     """One option of a stage or a sampler.
@@ -38,8 +43,10 @@ class Option:
     raw value cannot be parsed. ``modality`` names the one modality that reads the option
     (``image`` or ``graph``; None: both), so that a value set on the other one is refused, not ignored.
     ``read_when`` names the option whose value decides whether this one is read, and the values under which it
-    is, ``("protocol", ("svm",))``: the report lists an option only where the run read it
-    (:meth:`~hcl_cli.config.base.StageConfig.read_params`).
+    is, ``("protocol", ("svm",))``: ``--help`` says so, the report lists an option only where the run read it
+    (:meth:`~hcl_cli.config.base.StageConfig.read_params`), and a value set away from the default where it is not read is
+    refused by ``hcl pretrain`` (:meth:`~hcl_cli.config.base.StageConfig.refuse_unread`), warned about by ``prepare`` and
+    ``linear-eval`` (:meth:`~hcl_cli.config.base.StageConfig.unread_changes`).
     ``modality_defaults`` gives a modality its own default, ``(("graph", 200),)``: what a stage takes
     for a value given neither on the command line nor in the params file once it knows the data's
     modality (:meth:`~hcl_cli.config.base.StageConfig.for_modality`).
@@ -69,9 +76,26 @@ class Option:
 
     @property
     def described_help(self) -> str:
-        """The help, the modalities' own defaults and the range, as ``--help`` prints them."""
-        defaults = "".join(f" Default on {modality}s: {value}." for modality, value in self.modality_defaults)
-        return f"{self.help}{defaults}" + (f" Range {self.range}." if self.range else "")
+        """The help, the values of another option under which it is read, and the range, as ``--help`` prints them."""
+        return f"{self.help}{self.read_sentence}" + (f" Range {self.range}." if self.range else "")
+
+    @property
+    def read_sentence(self) -> str:
+        """`` Only with --optimizer sgd or lars.``: the values of another option under which this one is read (:attr:`read_when`);
+        "" for one read whatever the others say."""
+        if self.read_when is None:
+            return ""
+        key, values = self.read_when
+        return f" Only with {option_name(key)} {either(values)}."
+
+    @property
+    def shown_default(self) -> str | bool:
+        """The default as ``--help`` shows it after the text: ``60; on graphs: 200`` where a modality has its own
+        (:attr:`modality_defaults`), else True (the value itself)."""
+        if not self.modality_defaults:
+            return True
+        shown_value = str(self.default).lower() if isinstance(self.default, bool) else self.default
+        return f"{shown_value}" + "".join(f"; on {modality}s: {value}" for modality, value in self.modality_defaults)
 
     @property
     def type(self) -> type:

@@ -62,7 +62,7 @@ def sampler_options_markdown() -> str:
     for option in sampler_options():
         choices = f" One of {', '.join(f'`{choice}`' for choice in option.choices)}." if option.choices else ""
         default = yaml.safe_dump(option.default, default_style=None).splitlines()[0].strip("'")
-        meaning = f"{option.help}{choices}".replace("|", "\\|")
+        meaning = f"{option.help}{option.read_sentence}{choices}".replace("|", "\\|")
         rows.append(f"| `{option.flag}` | `{default}` | {users_label(option.name).removeprefix('used by ')} | {meaning} |")
     return "\n".join(rows) + "\n"
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from processes import run_grouped
 
 from hcl_cli.errors import HclError, UsageError
 from hcl_cli.stages import compare
@@ -41,7 +42,7 @@ DVC_YAML = {
 
 
 def git_dvc(repo: Path, *args: str) -> str:
-    result = subprocess.run(list(args), cwd=repo, capture_output=True, text=True, check=False)
+    result = run_grouped(args, cwd=repo)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -313,7 +314,7 @@ def test_cross_validated_rows_carry_their_fold_spread_not_a_wilson_interval(stal
     compare.run("compare", compare.Selection())
     table = (stale_sweep / "compare.md").read_text()
     assert "0.8805 ± 0.022 (10 folds)" in table and "0.8679 ± 0.019 (10 folds)" in table
-    assert "cross-validates over every sample: the mean over its folds ± their standard deviation" in table
+    assert "cross-validates over every sample: the mean over its folds ± their standard deviation" in " ".join(table.split())
     with open(stale_sweep / "compare.csv", newline="") as handle:
         hucl = next(row for row in csv.DictReader(handle) if row["sampler"] == "hucl")
     assert (float(hucl["linear_low"]), float(hucl["linear_high"]), hucl["linear_folds"]) == pytest.approx((0.8589, 0.9021, "10"))
@@ -364,7 +365,8 @@ def test_a_graph_run_that_read_every_label_is_marked_transductive_and_an_inducti
         compare, "dvc_exp_show", lambda: [{"rev": "d" * 40, "name": "main", "data": {}, "error": None, "experiments": experiments}]
     )
     compare.run("compare", compare.Selection())
-    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in (tmp_path / "compare.md").read_text().splitlines()[6:]}
+    lines = [line for line in (tmp_path / "compare.md").read_text().splitlines() if line.startswith("| ")][1:]  # the rows
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in lines}
     protocols = {name: cells[2] for name, cells in rows.items() if len(cells) > 2}
     assert protocols == {
         "old-scl": "svm, transductive: the encoder saw the test labels",

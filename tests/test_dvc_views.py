@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
+from processes import run_grouped
 from test_pipeline import ROOT, run, set_params, tiny_pipeline
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # minutes: two pipelines and a sweep, run with the e2e set
@@ -30,7 +30,7 @@ time, the runner and the training log's step counts."""
 def view(cmd: list[str], cwd: Path, columns: int) -> tuple[str, str]:
     """stdout and stderr of a DVC view on a terminal ``columns`` wide (as rich lays out its tables)."""
     env = os.environ | {"COLUMNS": str(columns), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, env=env)
+    result = run_grouped(cmd, cwd=cwd, env=env)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout, result.stderr
 

@@ -277,6 +277,8 @@ def bad_init(kind: str, folder: Path, digits: Path) -> Path:
         torch.save(net.state_dict(), path)
     elif kind == "missing-key":
         save_file({name: value for name, value in net.state_dict().items() if name != "layer2.0.bn1.weight"}, path)
+    elif kind == "extra-key":
+        save_file({**net.state_dict(), "projector.weight": torch.zeros(2)}, path)
     elif kind == "other-arch":
         path = saved_encoder(folder, digits, "small_cnn")
     elif kind == "graph":
@@ -294,7 +296,8 @@ def bad_init(kind: str, folder: Path, digits: Path) -> Path:
             "conv1.weight is [64, 3, 7, 7], resnet18's backbone for 1x8x8 images needs [64, 1, 3, 3] (hcl's ResNets have the CIFAR stem",
         ),
         ("pickle", "is a torch.save file, and hcl unpickles no file: save it as safetensors"),
-        ("missing-key", "is not a state dict of resnet18's backbone: 1 keys missing (e.g. ['layer2.0.bn1.weight'])"),
+        ("missing-key", "is not a state dict of resnet18's backbone: 1 key missing (e.g. layer2.0.bn1.weight)\n"),
+        ("extra-key", "is not a state dict of resnet18's backbone: 1 key unexpected (e.g. projector.weight)\n"),
         ("other-arch", "is an encoder of another architecture: arch small_cnn (the run's: resnet18)"),
         ("graph", "is an hcl 'graph encoder' artifact, but the run trains on images"),
         ("text", "is not a safetensors state dict"),
@@ -322,7 +325,9 @@ def test_a_resume_from_other_initial_weights_is_refused(digits: Path, tmp_path: 
     assert code == 2 and len(err.strip().splitlines()) == 1 and "was made with other settings (init '" in err
     code, err = hcl([*args, "--epochs", "2", "--resume"], capsys)
     assert code == 2 and "-> None" in err, "a resume without --init of a run that had one is another run"
-    assert hcl([*args, "--epochs", "2", "--resume", "--init", str(first)], capsys)[0] == 0
+    code, err = hcl([*args, "--epochs", "2", "--resume", "--init", str(first)], capsys)
+    assert code == 0 and "starting from" not in err, "the weights are the checkpoint's: one line says so (issue 54)"
+    assert f"; resuming from {run / 'models' / 'checkpoints'}" in err and f", a run started from --init {first})" in err
 
 
 def test_a_graph_run_starts_from_a_graph_encoder_only(prepared: Path, tmp_path: Path) -> None:  # noqa: F811 - the fixture

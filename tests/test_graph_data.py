@@ -55,6 +55,13 @@ def test_the_folder_reads_as_the_format_says(tmp_path: Path) -> None:
     assert set(graphs.files) == {f"{NAME}_{kind}.txt" for kind in TOY}
 
 
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_an_a_file_that_lists_no_edge_is_refused(tmp_path: Path, text: str) -> None:
+    """A 0-byte TOY_A.txt (a truncated copy) was taken silently as graphs without edges (issue 54)."""
+    with pytest.raises(InputError, match=r"TOY_A.txt is empty: it lists no edge, so every graph would be its nodes alone"):
+        read_tu_files(write_tu(tmp_path, {**TOY, "A": text}), NAME)
+
+
 @pytest.mark.parametrize("prefix", [f"tu/{NAME}", NAME])
 def test_the_archive_reads_as_the_folder(tmp_path: Path, prefix: str) -> None:
     from_folder, folder_card = prepare_tu(write_tu(tmp_path / "folder", TOY), NAME)

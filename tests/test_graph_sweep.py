@@ -8,13 +8,13 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import subprocess
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
 from conftest import copy_pipeline
+from processes import run_grouped
 from test_graph_step import write_toy_tu
 from test_pipeline import ROOT, run, set_params
 
@@ -43,7 +43,7 @@ def git(repo: Path, *args: str) -> str:
 
 
 def stdout(repo: Path, *command: str) -> str:
-    result = subprocess.run(list(command), cwd=repo, capture_output=True, text=True, check=False)
+    result = run_grouped(command, cwd=repo)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 

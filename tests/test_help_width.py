@@ -7,15 +7,19 @@ and showed ``<bool>`` beside flags that take no value.
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from hcl_cli.cli import main
+import pytest
+import typer.main
+
+from hcl_cli.cli import app, main
+from hcl_cli.cli_help import placeholder
 from hcl_cli.config.export import ExportConfig
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 
 CONFIGS = (*STAGE_CONFIGS, ExportConfig)
 """Every command built from a stage's configuration: the pipeline's stages, and ``hcl export``."""
-COMMANDS = [[config_cls.command] for config_cls in CONFIGS] + [[], ["params"], ["preset"], ["compare"]]
+COMMANDS = [[config_cls.command] for config_cls in CONFIGS] + [[], ["params"], ["preset"], ["compare"], ["table"]]
 PRETRAIN_LINES = 280
 """The most lines ``hcl pretrain --help`` may take at 80 columns (225 when written; the Rich layout took 407)."""
 
@@ -54,3 +58,47 @@ def test_every_command_text_is_whole_in_the_listing(capsys: pytest.CaptureFixtur
 
 def test_pretrain_help_is_short_enough_to_read(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(help_text(["pretrain"], capsys, monkeypatch).splitlines()) <= PRETRAIN_LINES
+
+
+def test_the_listing_gives_each_command_its_whole_first_sentence(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hcl --help`` cut ``table``'s summary at "HCL Fig." (click ends a summary at any word ending in a full stop)."""
+    text = " ".join(help_text([], capsys, monkeypatch).split())
+    assert "HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data. preset" not in text
+    assert (
+        "table Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data."
+        in text
+    )
+
+
+PLACEHOLDER = re.compile(r"[A-Z]+|[a-z0-9_-]+(\|[a-z0-9_-]+)+")
+"""A value's placeholder in ``--help``: a word in capitals (``FILE``, ``NAME``, ``INT``, ``FLOAT``, ``TEXT``) or its few values."""
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda args: " ".join(["hcl", *args]))
+def test_every_placeholder_follows_one_rule(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Typer printed ``<str>``, ``<int>`` and ``<list[str]>`` beside hcl's own ``FILE`` and ``NAME``."""
+    text = help_text(args, capsys, monkeypatch)
+    group = typer.main.get_command(app)
+    command = group.commands[args[0]] if args else group  # type: ignore[attr-defined]
+    for param in command.params:
+        if param.param_type_name == "argument" or not param.is_flag:
+            value = placeholder(param)
+            assert PLACEHOLDER.fullmatch(value), (param.name, value)
+            assert f"{param.opts[0]} {value}" in text if param.param_type_name != "argument" else f"  {value}  " in text
+    assert not re.search(r"^ +-\S+ <", text, re.MULTILINE)
+
+
+def test_a_modality_s_own_default_is_shown_once_beside_the_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--epochs`` said "Default on graphs: 200 ... [default: 60]": two defaults, one in the text."""
+    text = " ".join(help_text(["pretrain"], capsys, monkeypatch).split())
+    assert "Default on graphs" not in text
+    assert "[default: (60; on graphs: 200)]" in text and "[default: (256; on graphs: 128)]" in text
+
+
+def test_compile_says_it_compiles_on_a_cpu_too(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    text = " ".join(help_text(["pretrain"], capsys, monkeypatch).split())
+    assert "--compile true|false Images: torch.compile the training step (CUDA or CPU)." in text

@@ -18,6 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hcl_cli"
 ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
 LIGHT = (
     "hcl_cli.cli",
+    "hcl_cli.cli_help",
+    "hcl_cli.console",
     "hcl_cli.logs",
     "hcl_cli.config",
     "hcl_cli.config.base",

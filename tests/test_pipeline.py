@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import copy_pipeline
+from processes import run_grouped
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(cmd: list[str], cwd: Path) -> str:
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    result = run_grouped(cmd, cwd=cwd)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 
@@ -114,7 +114,7 @@ def test_no_parameter_value_reaches_a_shell(repo: Path) -> None:
     assert repro(repo) == {"report"}
     assert title in (repo / "reports" / "report.md").read_text()
     set_params(repo, {"pretrain": {"sampler": "hucl; echo hi > injected; true"}})
-    result = subprocess.run(["dvc", "repro"], cwd=repo, capture_output=True, text=True, check=False)
+    result = run_grouped(["dvc", "repro"], cwd=repo)
     assert result.returncode != 0
     assert "pretrain.sampler must be one of" in result.stdout + result.stderr
     assert not {"PWNED", "PWNED2", "injected"} & {p.name for p in repo.iterdir()}

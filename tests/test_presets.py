@@ -16,7 +16,7 @@ from hcl_cli import cli
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, LinearConfig, PretrainConfig
 from hcl_cli.params import default_params_yaml, stage_params
-from hcl_cli.presets import CONFIGS, GRAPH_PRESETS, MACHINE_KEYS, PAPER_LINEAR, PRESETS, Preset
+from hcl_cli.presets import CONFIGS, GRAPH_PRESETS, MACHINE_KEYS, PAPER_LINEAR, PRESETS, Preset, listing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_every_preset_passes_the_stages_validation_and_sets_only_what_its_sample
     for group, values in preset.values.items():
         assert set(values) <= set(CONFIGS[group].param_names()), "a preset sets parameters, never paths or devices"
     for group, values in groups.items():
-        CONFIGS[group](**values)  # raises on any value the stage would refuse
+        CONFIGS[group].from_sources(values, {})  # raises on any value the stage would refuse
     pretrain = PretrainConfig(**groups["pretrain"])
     assert pretrain.ignored_changes() == [], "every sampler option a preset sets away from its default is read by its sampler"
     assert pretrain.projection_dim == 128 and pretrain.blur and not pretrain.unread_changes()
@@ -263,3 +263,11 @@ def test_a_malformed_params_file_is_refused_and_kept(tmp_path: Path, capsys: pyt
     path.write_text("pretrain: [1, 2\n")
     code, _, err = hcl(["preset", "hcl-stl10-simclr", "--no-estimate", "--params", str(path)], capsys)
     assert code == 2 and "cannot read" in err and path.read_text() == "pretrain: [1, 2\n"
+
+
+def test_the_listing_s_footer_is_a_paragraph_of_80_columns() -> None:
+    """``hcl preset``'s footer was one line of 202 characters (the rows of the listing are a table, aligned)."""
+    lines = listing().splitlines()
+    footer = lines[len(lines) - lines[::-1].index("") :]
+    assert len(footer) > 1 and max(len(line) for line in footer) <= 80, footer
+    assert " ".join(footer).startswith("hcl preset NAME --dry-run shows what the preset would change and cost;")

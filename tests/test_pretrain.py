@@ -393,6 +393,19 @@ def test_the_eta_comes_after_the_first_step_and_follows_the_median_of_recent_ste
     assert estimates[-1] == loop.format_duration(2.0 * 960), "the rate follows the last RECENT_STEPS steps"
 
 
+def test_a_compiled_first_step_does_not_feed_the_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    """The estimate after a compiled first step said "about 75 min to go": the compilation is no step's time (issue 54)."""
+    now = [0.0]
+    clock = loop.RunClock(
+        total_steps=1000, epochs=10, steps_per_epoch=100, device=torch.device("cpu"), plain=False, timer=lambda: now[0], compiling=True
+    )
+    now[0] += 300.0
+    assert clock.step_done(1, 1.0) == "after the next step"
+    now[0] += 1.0
+    assert clock.step_done(2, 1.0) == loop.format_duration(1.0 * 998)
+    assert capsys.readouterr().err.splitlines()[0].startswith(f"hcl pretrain: 1 s per step: about {loop.format_duration(998)} to go")
+
+
 def test_steps_read_in_a_group_count_its_mean_time() -> None:
     """On an accelerator the loop reads its steps' results every few steps: each counts the group's mean."""
     now = [0.0]
@@ -419,6 +432,7 @@ def test_ctrl_c_during_the_first_step_stops_at_once(digits: Path, tmp_path: Path
     assert error.value.exit_code == 130
     assert calls == [1], "the step's backward and update did not run"
     assert CheckpointStore(tmp_path / "models" / "checkpoints").latest() is None
+    assert not (tmp_path / "dvclive" / "metrics.json").exists(), "a metrics.json of {} beside 'nothing was saved' (issue 54)"
 
 
 def test_a_run_that_will_not_fit_in_memory_is_refused_before_its_first_step(

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from docs_pages import pages
+from processes import run_grouped
 from test_graph_step import write_toy_tu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def write_tu_stand_in(clone: Path) -> None:
 
 def run_block(clone: Path, language: str, code: str, env: dict[str, str]) -> None:
     command = ["bash", "-eo", "pipefail", "-c", NO_PIP + code] if language == "bash" else [sys.executable, "-c", code]
-    result = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=BLOCK_SECONDS, check=False)
+    result = run_grouped(command, cwd=clone, env=env, timeout=BLOCK_SECONDS)
     assert result.returncode == 0, (
         f"README block failed (exit {result.returncode}):\n{code}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )

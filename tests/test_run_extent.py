@@ -84,3 +84,15 @@ def test_the_reports_run_section_says_stopped_at_step_and_where_the_time_and_com
     assert "`hucl`, small_cnn, stopped at step 120 of 300 (--max-steps); labels used" in section
     assert "60 epochs" not in section
     assert f"- **Trained**: on cpu (x86_64); when, on which host and at which commit: `{tmp_path / 'encoder.run.json'}`" in section
+
+
+def test_compare_s_introduction_and_notes_are_paragraphs_of_80_columns() -> None:
+    """The introduction of ``hcl compare``'s table was one line of 885 characters, on the terminal and in OUT.md."""
+    entries = [
+        {"rev": "workspace", "name": None, "data": {}, "error": None, "experiments": None},
+        {"rev": "b" * 40, "name": "main", "data": {}, "error": None, "experiments": [entry("one", None), entry("two", None)]},
+    ]
+    rows, _ = compare.parse_experiments(entries)
+    prose = [line for line in compare.markdown_table(rows, ["x: " + "a reason " * 20]).splitlines() if not line.startswith("|")]
+    assert max(len(line) for line in prose) <= 80, prose
+    assert sum(len(line) for line in prose) > 885, "the whole introduction is there"

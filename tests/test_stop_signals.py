@@ -94,3 +94,38 @@ def test_a_full_disk_while_writing_the_lock_names_the_lock_file(tmp_path: Path) 
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, preexec_fn=small_files)
     assert result.stderr.strip().splitlines()[-1] == "hcl_cli.errors.HclError: cannot write out/.hcl.lock: File too large", result.stderr
     assert os.listdir(tmp_path / "out") == []
+
+
+COMPILED_FIRST_STEP = """
+import signal, sys
+from torch._inductor.exc import InductorError
+from hcl_cli import cli
+from hcl_cli.config import PretrainConfig
+from hcl_cli.training.signals import TrainingInterrupted, stop_on_signals
+
+def compiled_first_step(config):
+    with stop_on_signals() as stop:
+        stop.at_once = "during the first step, at once (nothing was saved)"
+        try:
+            signal.raise_signal(signal.SIGTERM)  # while torch.compile compiles the first step
+        except TrainingInterrupted as stopped:
+            stopped.args = (f"{stopped.args[0]}\\n\\nWhile executing %input_11",)  # as torch/fx/interpreter.py adds its node
+            if sys.argv[2] == "wrapped":  # as torch/_inductor/compile_fx.py wraps what a compilation raised
+                raise InductorError(stopped, None).with_traceback(stopped.__traceback__) from None
+        raise RuntimeError("SpeculationLog diverged at index 413")  # dynamo swallowed the stop, then failed on its own
+
+cli.STAGE_RUNNERS[PretrainConfig] = compiled_first_step
+cli.main(sys.argv[1:2])
+"""
+"""``hcl pretrain`` whose first step, compiling, is stopped by SIGTERM: the stop comes back wrapped in Inductor's error, or
+dynamo swallows it and fails with an error of its own."""
+
+
+@pytest.mark.parametrize("library", ["wrapped", "swallowed"])
+def test_a_stop_that_torch_compile_wrapped_or_swallowed_is_the_stop_and_not_an_internal_error(tmp_path: Path, library: str) -> None:
+    """SIGTERM during ``--compile true``'s first step said ``internal error: InductorError: TrainingInterrupted: ...`` (or
+    ``internal error: SpeculationLogDivergence: ...``)."""
+    command = [sys.executable, "-c", COMPILED_FIRST_STEP, "pretrain", library]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr == "hcl pretrain: error: stopped by SIGTERM during the first step, at once (nothing was saved)\n"

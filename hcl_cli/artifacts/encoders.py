@@ -84,14 +84,21 @@ def load_recorded_weights(
     return {**recorded, **{key: values[key] for key in ARTIFACT_KEYS}}
 
 
+def key_mismatch(expected: Mapping[str, Any], found: Mapping[str, Any]) -> str:
+    """How the keys of ``found`` differ from those of ``expected``, the counts that are not 0 with two examples each:
+    ``2 keys missing (e.g. conv1.weight, bn1.bias); 1 unexpected (e.g. fc.weight)``; "" when they are the same."""
+    parts = []
+    for count, keys in (("missing", sorted(expected.keys() - found.keys())), ("unexpected", sorted(found.keys() - expected.keys()))):
+        if keys:
+            noun = ("key " if len(keys) == 1 else "keys ") if not parts else ""
+            parts.append(f"{len(keys)} {noun}{count} (e.g. {', '.join(keys[:2])})")
+    return "; ".join(parts)
+
+
 def check_state_dict(path: str | os.PathLike[str], expected: dict[str, Tensor], found: dict[str, Tensor]) -> None:
     """Raise a one-line HclError unless ``found`` has exactly the keys, shapes and dtypes of ``expected``."""
-    missing = sorted(expected.keys() - found.keys())
-    unexpected = sorted(found.keys() - expected.keys())
-    if missing or unexpected:
-        raise InputError(
-            f"{path}: weights do not match the architecture its sidecar names ({len(missing)} missing, e.g. {missing[:2]}; {len(unexpected)} unexpected, e.g. {unexpected[:2]})"
-        )
+    if mismatch := key_mismatch(expected, found):
+        raise InputError(f"{path}: weights do not match the architecture its sidecar names ({mismatch})")
     for name, reference in expected.items():
         tensor = found[name]
         if tensor.shape != reference.shape or tensor.dtype != reference.dtype:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from hcl_cli.errors import UsageError, first_line, shown
-from hcl_cli.option import Option
+from hcl_cli.option import Option, either, option_name
 
 DEVICES = ("auto", "cpu", "cuda")
 IMAGE_ARCHS = ("small_cnn", "resnet18", "resnet50")
@@ -203,6 +203,11 @@ def threads_option() -> Any:
     )
 
 
+def shown_value(value: Any) -> Any:
+    """A parameter's value as params.yaml spells it in a message: ``true``, not ``True``."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
 AnyConfig = TypeVar("AnyConfig", bound="StageConfig")
 
 
@@ -275,11 +280,29 @@ class StageConfig:
         params = self.params()
         return [
             f"{option.name} = {params[option.name]!r} is not read with {key} {params[key]} (only with {key} {', '.join(values)})"
-            for option in self.declared_options()
-            if option.read_when is not None
-            for key, values in [option.read_when]
-            if params[option.name] != option.default and params[key] not in values
+            for option, (key, values) in self.unread_options()
         ]
+
+    def unread_options(self) -> list[tuple[Option, tuple[str, tuple[str, ...]]]]:
+        """The options set away from their defaults that another option's value leaves unread, with their ``read_when``."""
+        params = self.params()
+        return [
+            (option, option.read_when)
+            for option in self.declared_options()
+            if option.read_when and params[option.name] != option.default and params[option.read_when[0]] not in option.read_when[1]
+        ]
+
+    def refuse_unread(self) -> None:
+        """Refuse (a usage error) a parameter set away from its default, from the command line or the params file, that
+        another option's value leaves unread (:attr:`Option.read_when`), as :meth:`check_modality` refuses one of the
+        other modality: ``--nesterov true`` under ``--optimizer adam``, ``--anneal-steps 5`` under ``--anneal none``."""
+        params = self.params()
+        for option, (key, values) in self.unread_options()[:1]:
+            value, default = (shown_value(v) for v in (params[option.name], option.default))
+            raise UsageError(
+                f"{option.flag} ({self.group}.{option.name}) {value} is read only with {option_name(key)} {either(values)} "
+                f"and does nothing with {option_name(key)} {params[key]}: leave it at its default ({default})"
+            )
 
     def check_modality(self, modality: str, data: str) -> None:
         """Refuse (a usage error) a parameter set away from its default, from the command line or the params file, that
@@ -289,7 +312,7 @@ class StageConfig:
         for option in self.declared_options():
             if option.runtime or option.modality in (None, modality) or params[option.name] == option.default:
                 continue
-            value, default = (str(v).lower() if isinstance(v, bool) else v for v in (params[option.name], option.default))
+            value, default = (shown_value(v) for v in (params[option.name], option.default))
             raise UsageError(
                 f"{option.flag} ({self.group}.{option.name}) {value} is for {option.modality}s and does nothing on {data}: "
                 f"leave it at its default ({default})"

@@ -91,7 +91,7 @@ class PretrainConfig(StageConfig):
         modality="image",
     )
     epochs: int = param(
-        60, "Training epochs (on graphs, HCL App. D.2's).", minimum=1, maximum=1_000_000, modality_defaults=(("graph", 200),)
+        60, "Training epochs (the default on graphs is HCL App. D.2's).", minimum=1, maximum=1_000_000, modality_defaults=(("graph", 200),)
     )
     batch_size: int = param(
         256,
@@ -144,15 +144,15 @@ class PretrainConfig(StageConfig):
     )
     sgd_momentum: float = param(
         0.9,
-        "Momentum of sgd and lars (torch's SGD; MoCo-v2: 0.9).",
+        "SGD's momentum (MoCo-v2: 0.9).",
         minimum=0.0,
         maximum=1.0,
         max_exclusive=True,
         read_when=MOMENTUM_OPTIMIZERS,
     )
-    nesterov: bool = param(False, "Nesterov momentum for sgd and lars (torch's SGD).", read_when=MOMENTUM_OPTIMIZERS)
+    nesterov: bool = param(False, "Nesterov momentum (torch's SGD).", read_when=MOMENTUM_OPTIMIZERS)
     lars_eta: float = param(
-        1e-3, "LARS's trust coefficient eta (SimCLR: 0.001).", minimum=1e-6, maximum=1.0, read_when=("optimizer", ("lars",))
+        1e-3, "LARS's trust coefficient (SimCLR: 0.001).", minimum=1e-6, maximum=1.0, read_when=("optimizer", ("lars",))
     )
     lr_schedule: str = param(
         "constant",
@@ -192,7 +192,11 @@ class PretrainConfig(StageConfig):
     checkpoint_every: int = param(
         0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0, maximum=COUNT_LIMIT
     )
-    compile: bool = param(False, "Images: torch.compile the encoder (CUDA).", modality="image")
+    compile: bool = param(
+        False,
+        "Images: torch.compile the training step (CUDA or CPU).",
+        modality="image",
+    )
     precision: str = param(
         "auto",
         "The image encoder's precision: bf16 (bfloat16 autocast, channels_last; the loss stays float32) or fp32; "
@@ -235,6 +239,15 @@ class PretrainConfig(StageConfig):
     def extra_options(cls) -> tuple[Option, ...]:
         """The loss and sampler options, with the samplers that read each named in the help."""
         return tuple(dataclasses.replace(option, help=f"{option.help} ({users_label(option.name)})") for option in sampler_options())
+
+    @classmethod
+    def from_sources(cls, values: Mapping[str, Any], where: Mapping[str, str]) -> StageConfig:
+        """The configuration of the values a user gave (:meth:`StageConfig.from_sources`), refusing one that the run would
+        not read (:meth:`~StageConfig.refuse_unread`). A configuration built from a record (an encoder's sidecar) is not
+        refused for it: it ran."""
+        config = super().from_sources(values, where)
+        config.refuse_unread()
+        return config
 
     def keep_extra(self, values: dict[str, Any]) -> None:
         object.__setattr__(self, "sampler_options", values)

@@ -47,6 +47,12 @@ from hcl_cli.graph.gin import global_add_pool
 from hcl_cli.graph.prepared import SPLITS, load_split_indices
 from hcl_cli.logs import bars_disabled
 
+JSD_LOSS_NOTE = (
+    "the loss is InfoGraph's Jensen-Shannon objective (hcl_cli/objectives/jsd.py), E sp(s_neg) + E sp(-s_pos) - 2 log 2: "
+    "0 where the scores tell a node's own graph from the others no better than chance, below 0 as they learn to, down to "
+    "-2 log 2 = -1.386; a negative loss is learning, not an error"
+)
+"""What a person watching a graph run's loss should know (:attr:`GRAPHS.loss_note <hcl_cli.modality.Modality.loss_note>`)."""
 MIN_BATCH_GRAPHS = 2
 """The fewest graphs a training batch holds: each node's negatives are the other graphs of its batch."""
 
@@ -84,6 +90,7 @@ class GraphModality:
     keep_last_batch = True
     two_views = False
     objectives = ("jsd",)
+    loss_note = JSD_LOSS_NOTE
     raw_name = "summed node features"
     raw_feature = "node features"
     eval_inputs = "graphs"

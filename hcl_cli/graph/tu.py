@@ -235,6 +235,10 @@ def _check(name: str, source: str, raw: dict[str, bytes], labels: dict[str, str]
 
     node_graph = indicator - 1
     edges = _parse(raw["A"], labels["A"], columns=2, integers=True)
+    if len(edges) == 0:
+        raise InputError(
+            f"{labels['A']} is empty: it lists no edge, so every graph would be its nodes alone (a truncated download or copy?)"
+        )
     if (bad := np.flatnonzero(((edges < 1) | (edges > nodes)).any(axis=1))).size:
         line = int(bad[0])
         value = next(v for v in edges[line] if not 1 <= v <= nodes)

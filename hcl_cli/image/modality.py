@@ -31,6 +31,7 @@ class ImageModality:
     keep_last_batch = False
     two_views = True
     objectives = ("nce", "bcl")
+    loss_note = ""
     raw_name = "raw pixels"
     raw_feature = "pixels"
     eval_inputs = "images under the run's eval transform (per-channel normalisation, no augmentation)"

@@ -269,6 +269,8 @@ def compiled_step(
     values, the learning rate, ``found_inf``): it compiles once. On CUDA in ``reduce-overhead`` mode each graph is
     replayed as a CUDA graph, one launch where eager mode launches every kernel from the host. The functions the step
     calls through a cache (constants, masks) are pure, so tracing through the cache, which dynamo warns of, is what
-    they mean."""
+    they mean. AOTAutograd traces the backward under anomaly mode, which prints the forward's traceback of any error
+    there: a stop signal while it traces is a stop (one line), not torch's anomaly report."""
     warnings.filterwarnings("ignore", message=r".*functools\.lru_cache.*-wrapped function")
+    warnings.filterwarnings("ignore", message=r"Error detected in \w+Backward", category=UserWarning)
     return torch.compile(train, mode="reduce-overhead" if device.type == "cuda" else None, dynamic=False)

@@ -36,6 +36,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from hcl_cli.artifacts import sha256_of
+from hcl_cli.artifacts.encoders import key_mismatch
 from hcl_cli.errors import InputError, UsageError, first_line, shown
 from hcl_cli.image.card import wrong_channel_statistics
 from hcl_cli.image.encoder import EncoderSidecar
@@ -201,12 +202,8 @@ def load_backbone(model: ContrastiveModel, state: Mapping[str, Tensor], source: 
     expected = model.backbone.state_dict()
     left_out = sorted(key for key in HEAD_KEYS if key in state and key not in expected)
     given = {key: value for key, value in state.items() if key not in left_out}
-    missing, unexpected = sorted(expected.keys() - given.keys()), sorted(given.keys() - expected.keys())
-    if missing or unexpected:
-        raise InputError(
-            f"{source} is not a state dict of {model.arch}'s backbone: {len(missing)} keys missing (e.g. {missing[:2]}), "
-            f"{len(unexpected)} unexpected (e.g. {unexpected[:2]})"
-        )
+    if mismatch := key_mismatch(expected, given):
+        raise InputError(f"{source} is not a state dict of {model.arch}'s backbone: {mismatch}")
     for key, reference in expected.items():
         tensor = given[key]
         if tensor.shape != reference.shape:

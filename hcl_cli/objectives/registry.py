@@ -66,7 +66,14 @@ ANNEAL = Option(
     "Beta schedule: none (fixed); paper (HCL App. D.1: beta drops by beta/l every epochs/l epochs, ending at beta/l); official (HCL's code: linspace(beta, 0, l), first level twice as long).",
     choices=ANNEALS,
 )
-ANNEAL_STEPS = Option("anneal_steps", BETA_ANNEAL_STEPS, "Number l of beta levels of the annealing.", minimum=1, maximum=10_000)
+ANNEAL_STEPS = Option(
+    "anneal_steps",
+    BETA_ANNEAL_STEPS,
+    "Beta levels l of the annealing.",
+    minimum=1,
+    maximum=10_000,
+    read_when=(ANNEAL.name, tuple(anneal for anneal in ANNEALS if anneal != "none")),
+)
 DETACH_WEIGHTS = Option(
     "detach_weights",
     False,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from hcl_cli.errors import UsageError
 from hcl_cli.interrupts import uninterrupted
+from hcl_cli.logs import prose
 from hcl_cli.presets import writer
 from hcl_cli.presets.base import CONFIGS, MACHINE_KEYS, PAPER_LINEAR, Preset
 from hcl_cli.presets.graphs import GRAPH_PRESETS
@@ -72,7 +73,7 @@ def listing(markdown: bool = False) -> str:
     for (paper, where), members in groups.items():
         lines += ["", f"{paper}, {where}:"]
         lines += [f"  {name.ljust(name_width)}  {dataset.ljust(dataset_width)}  {top1}" for name, _, _, dataset, top1 in members]
-    footer = (
+    footer = prose(
         "hcl preset NAME --dry-run shows what the preset would change and cost; hcl preset NAME writes its prepare, pretrain and "
         "linear groups (graphs: and knn) into params.yaml; then dvc repro (or dvc exp run)."
     )

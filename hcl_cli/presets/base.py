@@ -58,7 +58,7 @@ class Preset:
         for group, named in self.values.items():
             if group not in CONFIGS:
                 raise UsageError(f"preset {self.name}: {group} is not a params.yaml group")
-            config = CONFIGS[group](**named)
+            config = CONFIGS[group].from_sources(named, {})
             kept = set(MACHINE_KEYS.get(group, ())) - set(named)
             groups[group] = {key: value for key, value in config.params().items() if key not in kept}
         return groups

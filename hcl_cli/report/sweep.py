@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, label_protocol_of
+from hcl_cli.logs import prose
 from hcl_cli.objectives.registry import users_of
 from hcl_cli.stats import wilson_interval
 
@@ -133,15 +134,17 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
     lines = [
         TITLE,
         "",
-        f"The workspace and the experiments of {', '.join(f'`{name}`' for name in baselines) or 'no commit'} from `dvc exp show`, "
-        f"on one dataset ({rows[0].dataset}); the workspace as its `dvc.lock` records its last run. Top-1 accuracy with its "
-        "spread: kNN, and a linear readout of protocol fixed or paper, on the test split with the 95% Wilson interval; the "
-        "SVM protocol (svm) cross-validates over every sample: the mean over its folds ± their standard deviation, but for a "
-        "graph run that read labels under the inductive protocol (`svm, inductive`) it is fitted on the train split and scored "
-        f"on the test split, with the Wilson interval; `{TRANSDUCTIVE_LABELS}` marks a graph run whose pretraining read every "
-        "graph with its label (docs/protocol-graphs.md). Only the "
-        "pretrain parameters that vary are shown, and `-` where the row's sampler does not read them. A value is **bold** "
-        "only when it beats every other row beyond those intervals.",
+        prose(
+            f"The workspace and the experiments of {', '.join(f'`{name}`' for name in baselines) or 'no commit'} from `dvc exp show`, "
+            f"on one dataset ({rows[0].dataset}); the workspace as its `dvc.lock` records its last run. Top-1 accuracy with its "
+            "spread: kNN, and a linear readout of protocol fixed or paper, on the test split with the 95% Wilson interval; the "
+            "SVM protocol (svm) cross-validates over every sample: the mean over its folds ± their standard deviation, but for a "
+            "graph run that read labels under the inductive protocol (`svm, inductive`) it is fitted on the train split and scored "
+            f"on the test split, with the Wilson interval; `{TRANSDUCTIVE_LABELS}` marks a graph run whose pretraining read every "
+            "graph with its label (docs/protocol-graphs.md). Only the "
+            "pretrain parameters that vary are shown, and `-` where the row's sampler does not read them. A value is **bold** "
+            "only when it beats every other row beyond those intervals."
+        ),
         "",
         "| " + " | ".join(["Experiment", "Dataset", "Protocol", "Sampler", *extent_column, *columns, "kNN top-1", "Linear top-1"]) + " |",
         "|" + "|".join([":--"] * 4 + [":--"] * len(extent_column) + ["--:"] * len(columns) + ["--:", "--:"]) + "|",
@@ -152,9 +155,9 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
         extent = [row.extent] if stopped else []
         lines.append("| " + " | ".join([row.name, row.dataset, row.protocol_cell, row.sampler, *extent, *values, *accuracies]) + " |")
     if not any(best.values()) and len(rows) > 1:
-        lines += ["", "No row beats all others beyond the intervals: the differences are within the noise of the evaluation."]
+        lines += ["", prose("No row beats all others beyond the intervals: the differences are within the noise of the evaluation.")]
     if skipped:
-        lines += ["", "Not tabulated: " + "; ".join(skipped) + "."]
+        lines += ["", prose("Not tabulated: " + "; ".join(skipped) + ".")]
     return "\n".join(lines) + "\n"
 
 

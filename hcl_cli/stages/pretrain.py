@@ -91,8 +91,10 @@ def pretrain(config: PretrainConfig, context: DistributedContext) -> None:
             held.enter_context(locked_folder(config.live_dir, "pretrain"))
         plan = build_plan(spec, context)
         if context.is_main:
-            if plan.initial is not None:
+            if plan.initial is not None and plan.resumed is None:  # a resumed run's weights are its checkpoint's
                 LOG.info(f"hcl pretrain: starting from {shown(config.init)}: {plan.initial.described}")
+            if spec.modality.loss_note:
+                LOG.info(f"hcl pretrain: note: {spec.modality.loss_note}")
             LOG.info(startup_line(plan, context))
         train(plan, context)
         if context.is_main:
@@ -108,7 +110,8 @@ def train(plan: TrainingPlan, context: DistributedContext) -> None:
     start, totals = plan.start, plan.totals
     if log is not None:
         log.write(training.history, (start.epoch * steps_per_epoch + start.step, planned))
-    clock = RunClock(plan.total_steps, config.epochs, steps_per_epoch, context.device, plain=context.is_main and not sys.stderr.isatty())
+    plain = context.is_main and not sys.stderr.isatty()
+    clock = RunClock(plan.total_steps, config.epochs, steps_per_epoch, context.device, plain=plain, compiling=config.compile)
     with stop_on_signals() as stop:
         stop.at_once = first_step_stop(plan.resumed) if context.world_size == 1 else None
         for epoch in range(start.epoch, config.epochs):

@@ -81,7 +81,7 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class TableRequest:
-    """One invocation of ``hcl table`` (its options, :func:`hcl_cli.cli.table`)."""
+    """One invocation of ``hcl table`` (its options, :func:`hcl_cli.cli.table`): :func:`run`'s."""
 
     name: str
     datasets: tuple[str, ...] = ("mutag", "ptc")
@@ -206,6 +206,19 @@ def run(request: TableRequest) -> dict[str, Any]:
     if stopped:
         raise TableStopped(f"{stopped}; wrote {shown(path)} with the runs done: rerun the same command to continue")
     return result
+
+
+def run_command(request: Any, verified: str | None, data: Path, threads: int, rows: str, run_table: Callable[[Any], None] = run) -> None:
+    """``hcl table``'s options: ``--verify FILE`` (with ``--rows``) verifies a results file, else ``run_table`` (:func:`run`,
+    or the image tables' own) runs ``request`` (None without ``--name``)."""
+    if verified is not None:
+        verify(Path(verified), data, threads=threads, rows=tuple(filter(None, rows.split(","))))
+        return
+    if rows:
+        raise UsageError("--rows selects rows of a verification: give it with --verify")
+    if request is None:
+        raise UsageError("--name is required (but with --verify)")
+    run_table(request)
 
 
 def verify(

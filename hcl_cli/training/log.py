@@ -55,7 +55,8 @@ class TrainingLog:
         self.option = option
 
     def write(self, history: History, steps: tuple[int, int] | None = None) -> None:
-        """Write ``history`` as the whole log, and remove the curves of metrics it no longer has.
+        """Write ``history`` as the whole log, and remove the curves of metrics it no longer has (an empty history, of a run
+        that has finished no epoch yet: the whole log).
 
         ``steps`` (the optimisation steps taken so far and planned) go into ``metrics.json`` as
         ``steps`` and ``planned_steps``, for ``hcl compare`` to tell a run --max-steps stopped."""
@@ -63,6 +64,11 @@ class TrainingLog:
             self._write(history, steps)
 
     def _write(self, history: History, steps: tuple[int, int] | None) -> None:
+        if not history:  # a run that has finished no epoch yet logs nothing: no metrics.json of {} beside "nothing was saved"
+            for stale in self.logged_names():
+                (self.folder / PLOTS_FOLDER / f"{stale}.tsv").unlink(missing_ok=True)
+            (self.folder / METRICS_FILE).unlink(missing_ok=True)
+            return
         names = [
             check_metric_name(name, str(self.folder)) for name in dict.fromkeys(name for row in history for name in row if name != "epoch")
         ]

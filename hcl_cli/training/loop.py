@@ -113,6 +113,9 @@ class RunClock:
     reported: bool = False
     """No more estimate lines to print: the corrected one was printed, or none is wanted (a benchmark's loop)."""
     hinted: bool = False
+    compiling: bool = False
+    """The first read's steps include torch.compile's compilation (``--compile``): they are no step's time, and the first
+    estimate waits for the next read."""
     timed: int = 0
     """Steps this process has timed."""
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
@@ -128,6 +131,9 @@ class RunClock:
         """Call when the results of ``steps`` more steps are read, with the run's steps done (resumed ones included) and
         the last one's loss; returns the estimate of the time left."""
         now = self.timer()
+        if self.compiling:
+            self.compiling, self.last = False, now
+            return "after the next step"
         self.recent.extend([(now - self.last) / steps] * min(steps, RECENT_STEPS))
         self.last, first = now, self.timed == 0
         self.timed += steps

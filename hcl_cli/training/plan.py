@@ -160,7 +160,8 @@ def startup_line(plan: TrainingPlan, context: DistributedContext) -> str:
     limit = (
         f", stopping at --max-steps {config.max_steps}" if config.max_steps and config.max_steps < steps_per_epoch * config.epochs else ""
     )
-    resume = f"; resuming from {plan.resumed.path} ({plan.resumed.position.describe()})" if plan.resumed is not None else ""
+    started = f", a run started from --init {shown(config.init)}" if config.init else ""
+    resume = f"; resuming from {plan.resumed.path} ({plan.resumed.position.describe()}{started})" if plan.resumed is not None else ""
     data = spec.modality.describe(spec.card, spec.size)
     return (
         f"hcl pretrain: {config.sampler}{queue} on {context.device.type}{ranks}, {plan.training.model.arch}, {spec.card.name} ({data}), "

@@ -29,11 +29,18 @@ from hcl_cli.interrupts import STOP_SIGNALS, deferrable, uninterrupted
 
 
 class TrainingInterrupted(HclError):
-    """A stop signal stopped training after a checkpoint was saved; exit code 128 + the signal number."""
+    """A stop signal stopped training after a checkpoint was saved; exit code 128 + the signal number.
+
+    Its line is its own message: torch's FX interpreter, running the compiled step when the signal came, adds its graph
+    to the exception's ``args`` (``While executing %input_11 ...``)."""
 
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
+        self.message = message
         self.exit_code = 128 + signum
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class StopRequest:
@@ -76,7 +83,8 @@ def stop_on_signals() -> Iterator[StopRequest]:
         for number, handler in previous.items():
             signal.signal(number, handler)
         if request.at_once is not None:
-            raise TrainingInterrupted(f"stopped by {request.signal_name} {request.at_once}", signum)
+            _raised_at_once.append(TrainingInterrupted(f"stopped by {request.signal_name} {request.at_once}", signum))
+            raise _raised_at_once[-1]
         _write_stderr(f"hcl: {request.signal_name}: stopping after this step with a checkpoint (again to stop at once)\n")
 
     for signum in signals:
@@ -194,16 +202,23 @@ def _ignore_signals_at_shutdown() -> None:
 _shutdown_guarded = False
 
 
-def _interruption(error: BaseException) -> Interrupted | None:
-    """The :class:`Interrupted` that ``error`` was raised while handling, if any (its chain of causes and contexts)."""
+_raised_at_once: list[TrainingInterrupted] = []
+"""The stop a signal raised at once during the command (:attr:`StopRequest.at_once`), whatever became of it."""
+
+
+def _interruption(error: BaseException) -> Interrupted | TrainingInterrupted | None:
+    """The stop that ended the block where ``error`` came up: one in its chain (causes, contexts, and a library's
+    ``inner_exception``: torch.compile's ``InductorError`` keeps the stop that came while Inductor compiled), else the one a
+    signal raised at once and a library swallowed before failing on its own (dynamo, tracing the first step when the signal
+    came, fails with ``SpeculationLogDivergence``; an error of hcl's own says what it says); None when no stop came."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, Interrupted):
+        if isinstance(cause, (Interrupted, TrainingInterrupted)):
             return cause
         seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
+        cause = getattr(cause, "inner_exception", None) or cause.__cause__ or cause.__context__
+    return _raised_at_once[-1] if _raised_at_once and not isinstance(error, HclError) else None
 
 
 @contextlib.contextmanager
@@ -213,7 +228,8 @@ def interrupt_policy(prog: str) -> Iterator[None]:
     process exits), exit at once with one line. The caller writes its last line with :func:`exit_with`. After the exit
     handlers that ran before it (registered after this block began: torch's, multiprocessing's), the stop signals are
     ignored, so the interpreter's last teardown cannot turn the exit code into death by signal. An error that a clean-up
-    raised on the way up from a stop signal is the stop, not an internal error.
+    raised on the way up from a stop signal, or that a library raised over one (:func:`_interruption`), is the stop, not an
+    internal error.
 
     Training's :func:`stop_on_signals` takes the stop signals over while it runs and puts this policy back.
     Outside the main thread signals keep their handlers.
@@ -222,6 +238,7 @@ def interrupt_policy(prog: str) -> Iterator[None]:
         yield
         return
     global _shutdown_guarded
+    _raised_at_once.clear()
     if not _shutdown_guarded:
         atexit.register(_ignore_signals_at_shutdown)  # the first registered runs last
         _shutdown_guarded = True
@@ -237,7 +254,7 @@ def interrupt_policy(prog: str) -> Iterator[None]:
         yield
     except Exception as error:
         stop = _interruption(error)
-        if stop is not None:  # e.g. a half-imported module that a clean-up then used: the signal ended the run
+        if stop is not None and stop is not error:  # e.g. a half-imported module that a clean-up then used: the signal ended the run
             raise stop from error
         raise
     finally:

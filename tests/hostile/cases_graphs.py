@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .checks import absent, exists, nothing_named, says
+from .checks import absent, all_of, exists, nothing_named, says
 from .harness import CPU, HUGE, LINEAR, PRETRAIN, Case, failure, success, usage
 from .setups import both, fifo, prepared_graphs, tu_archive, tu_files, tu_folder, tu_special, write
 
@@ -45,7 +45,12 @@ CASES: list[Case] = [
         setup=both(write("secret.txt", "1, 2\n"), tu_special("tu", "A", lambda p: p.symlink_to(p.parents[1] / "secret.txt"))),
     ),
     usage("tu: A a folder", *TU, setup=tu_special("tu", "A", lambda p: p.mkdir())),
-    success("tu: A empty (graphs without edges)", *TU, setup=tu_folder("tu", A=""), check=exists("g/card.json")),
+    usage(  # issue 54: a 0-byte A file was taken silently as graphs without edges
+        "tu: A empty (no edge at all)",
+        *TU,
+        setup=tu_folder("tu", A=""),
+        check=all_of(says("TOY_A.txt is empty: it lists no edge"), absent("g")),
+    ),
     usage("tu: A binary", *TU, setup=tu_folder("tu", A="\x00\xff\xfe" * 50)),
     usage("tu: A not UTF-8", *TU, setup=lambda w: (tu_folder("tu")(w), (w / "tu/TOY_A.txt").write_bytes(b"1, 2\n\xff\xfe, 1\n"))),
     usage("tu: node id of 300 digits", *TU, setup=tu_folder("tu", A=tu_files()["A"] + f"1, {HUGE}\n")),

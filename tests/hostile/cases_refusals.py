@@ -3,6 +3,8 @@ not read refused or warned about, and the words of a few messages."""
 
 from __future__ import annotations
 
+from hcl_cli.params import default_params_yaml
+
 from .checks import absent, all_of, exists, says, unchanged
 from .harness import CPU, EMBED, EMBEDDINGS, KNN, LINEAR, PREPARED, PRETRAIN, REPORT, Case, Setup, failure, success, usage
 from .setups import both, edit_json, graph_embeddings, hard_link, image_folder, prepared_graphs, relabel, tu_folder, write
@@ -200,6 +202,37 @@ UNREAD_OPTIONS = [
         "p.yaml",
         setup=both(prepared_graphs, write("p.yaml", "pretrain:\n  precision: bf16\n")),
         check=says("precision"),
+    ),
+    usage(  # issue 54: these ran with exit 0 and no word
+        "pretrain adam with nesterov",
+        *PRETRAIN,
+        "--optimizer",
+        "adam",
+        "--nesterov",
+        "true",
+        check=all_of(says("--nesterov (pretrain.nesterov) true is read only with --optimizer sgd or lars"), absent("m")),
+    ),
+    usage("pretrain sgd with a lars eta", *PRETRAIN, "--optimizer", "sgd", "--lars-eta", "0.01", check=says("--lars-eta")),
+    usage(
+        "pretrain adam with an sgd momentum from params.yaml",
+        *PRETRAIN,
+        "--params",
+        "p.yaml",
+        setup=write("p.yaml", "pretrain:\n  optimizer: adam\n  sgd_momentum: 0.5\n"),
+        check=says("--sgd-momentum (pretrain.sgd_momentum) 0.5"),
+    ),
+    usage("pretrain anneal steps without an anneal", *PRETRAIN, "--anneal-steps", "3", check=says("--anneal none")),
+    success(
+        "pretrain sgd from a whole params group at its defaults",
+        *PRETRAIN,
+        "--params",
+        "p.yaml",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.03",
+        setup=lambda work: (work / "p.yaml").write_text(default_params_yaml()),
+        check=exists("m/encoder.safetensors"),
     ),
     success(
         "pretrain sync-batchnorm in one process",
