@@ -27,6 +27,7 @@ from benchmarks.common import ROOT, load_average, write_result
 
 RAN = re.compile(r"Running stage '([^']+)'")
 RESTORED = re.compile(r"Stage '([^']+)' is cached - skipping run")
+UNCHANGED = re.compile(r"Stage '([^']+)' didn't change, skipping")
 GOAL_SECONDS = 10.0
 """Issue 50's goal for the switch back: restored in under 10 s, with no training step."""
 OTHER_SAMPLER = "hscl"
@@ -37,7 +38,7 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 
 
 def timed(tree: Path, *args: str, limit: float) -> dict[str, object]:
-    """``args`` run in ``tree`` with its own code: wall seconds, and the stages DVC ran and restored."""
+    """``args`` run in ``tree`` with its own code: wall seconds, and the stages DVC ran, restored and found unchanged."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     start = time.perf_counter()
     result = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=False, timeout=limit)
@@ -45,7 +46,8 @@ def timed(tree: Path, *args: str, limit: float) -> dict[str, object]:
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
     output = result.stdout + result.stderr
-    return {"wall_s": round(wall, 1), "ran": RAN.findall(output), "restored": RESTORED.findall(output), "load_average_1min": load_average()}
+    stages = {"ran": RAN.findall(output), "restored": RESTORED.findall(output), "unchanged": UNCHANGED.findall(output)}
+    return {"wall_s": round(wall, 1), **stages, "load_average_1min": load_average()}
 
 
 def set_sampler(tree: Path, sampler: str, epochs: int | None = None) -> None:
@@ -79,7 +81,7 @@ def main() -> None:
             timed(tree, "dvc", "exp", "run", "--queue", "-n", "equal", "-S", f"pretrain.sampler={sampler}", limit=args.limit)
             queued = timed(tree, "dvc", "exp", "run", "--run-all", limit=args.limit)
             logged = timed(tree, "dvc", "queue", "logs", "equal", limit=args.limit)  # DVC's lines of a queued run are in its log
-            steps["queued_equal_experiment"] = queued | {"ran": logged["ran"], "restored": logged["restored"]}
+            steps["queued_equal_experiment"] = queued | {key: logged[key] for key in ("ran", "restored", "unchanged")}
         finally:
             git("worktree", "remove", "--force", str(tree))
     back = steps["switch_back"]

@@ -114,8 +114,7 @@ class RunClock:
     """No more estimate lines to print: the corrected one was printed, or none is wanted (a benchmark's loop)."""
     hinted: bool = False
     compiling: bool = False
-    """The first read's steps include torch.compile's compilation (``--compile``): they are no step's time, and the first
-    estimate waits for the next read."""
+    """The first read's steps include ``--compile``'s compilation, no step's time: the first estimate waits a read."""
     timed: int = 0
     """Steps this process has timed."""
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
