@@ -72,8 +72,9 @@ def test_the_listing_gives_each_command_its_whole_first_sentence(
     )
 
 
-PLACEHOLDER = re.compile(r"[A-Z]+|[a-z0-9_-]+(\|[a-z0-9_-]+)+")
-"""A value's placeholder in ``--help``: a word in capitals (``FILE``, ``NAME``, ``INT``, ``FLOAT``, ``TEXT``) or its few values."""
+PLACEHOLDER = re.compile(r"[A-Z]+(=[A-Z]+)?|[a-z0-9_-]+(\|[a-z0-9_-]+)+")
+"""A value's placeholder in ``--help``: a word in capitals (``FILE``, ``NAME``, ``INT``, ``FLOAT``, ``TEXT``; two for a
+``KEY=VALUE`` pair, ``NAME=PATH``) or its few values."""
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda args: " ".join(["hcl", *args]))
