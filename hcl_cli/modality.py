@@ -7,7 +7,8 @@ Everything below it is one :class:`Modality`: how a prepared dataset is read, ho
 step turns a batch of samples into what the loss scores (two augmented views of images; nodes
 against graphs for InfoGraph), how its encoder is built, stored and run. Like torch-geometric's
 ``MessagePassing`` for its layers, it is the one interface a second modality implements:
-:mod:`hcl_cli.image.modality` for images (the first user) and :mod:`hcl_cli.graph.modality` for TU graphs.
+:mod:`hcl_cli.image.modality` for images (the first user), :mod:`hcl_cli.graph.modality` for TU graphs and
+:mod:`hcl_cli.text.modality` for sentences.
 
 A prepared folder says which modality wrote it: ``card.json``'s ``modality`` key (``image`` when
 absent, as in cards written before graphs existed). :func:`modality_of` reads only that key and
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 MODALITIES: dict[str, str] = {
     "image": "hcl_cli.image.modality:IMAGES",  # hcl_cli/image/modality.py
     "graph": "hcl_cli.graph.modality:GRAPHS",  # hcl_cli/graph/modality.py
+    "text": "hcl_cli.text.modality:TEXT",  # hcl_cli/text/modality.py
 }
 """Each modality's name, as ``card.json`` records it, and where its :class:`Modality` object lives."""
 

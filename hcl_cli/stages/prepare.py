@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -41,6 +41,9 @@ from hcl_cli.image.data import SourceDataset, load_source
 from hcl_cli.image.prepared import SPLIT_KIND
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.logs import LOG
+from hcl_cli.text.corpus import read_corpus
+from hcl_cli.text.prepared import FOLDER_FILES as TEXT_FILES
+from hcl_cli.text.prepared import write_prepared_corpus
 
 STATISTICS_VALUES = 2**24
 """Pixel values converted to float64 at a time for the channel statistics: 128 MiB a block, whatever the image size
@@ -54,8 +57,8 @@ def run(config: PrepareConfig) -> None:
     out = Path(config.out)
     check_outputs_apart({"--path": config.path} if config.dataset != "digits" else {}, {"--out": out})
     _check_replaceable(out)
-    if config.dataset == "tu":
-        prepare_graphs(config, out)
+    if config.dataset in PREPARERS:
+        PREPARERS[config.dataset](config, out)
         return
     phase(f"reading {config.dataset}" + (f" from {shown(config.path)}" if config.dataset != "digits" else ""))
     dataset = load_source(config)
@@ -90,6 +93,27 @@ def prepare_graphs(config: PrepareConfig, out: Path) -> None:
         f"hcl prepare: wrote {shown(out)}: {shown(card.name)}, {counts} graphs of {card.avg_nodes:.1f} nodes on average, "
         f"{card.feature_dim} node features ({card.features}), {card.num_classes} classes"
     )
+
+
+def prepare_text(config: PrepareConfig, out: Path) -> None:
+    """Read the text corpus in ``config.path`` (:func:`~hcl_cli.text.corpus.read_corpus`) and write the prepared text folder
+    (:func:`~hcl_cli.text.prepared.write_prepared_corpus`: token ids, documents, the vocabulary, the card), under the same rules."""
+    phase(f"reading the text corpus in {shown(config.path)}")
+    files = read_corpus(Path(config.path))
+    for file in files:
+        if file.encoding != "utf-8":
+            LOG.info(f"hcl prepare: note: {shown(file.name)} is not UTF-8: read as {file.encoding}")
+    phase(f"writing {shown(out)}")
+    with _staging_folder(out, list(TEXT_FILES)) as staging:
+        card = write_prepared_corpus(staging, files, str(config.path), config.vocab_size, config.min_count, config.max_tokens)
+    LOG.info(
+        f"hcl prepare: wrote {shown(out)}: {card.counts['train']} sentences in {card.documents} documents, {card.tokens} tokens, "
+        f"a vocabulary of {card.vocab_size} ({card.unknown_share:.1%} of tokens unknown), {card.truncated} sentences cut at {card.max_tokens} tokens"
+    )
+
+
+PREPARERS: dict[str, Callable[[PrepareConfig, Path], None]] = {"tu": prepare_graphs, "text": prepare_text}
+"""The datasets whose prepare writes another modality's folder than images', by ``--dataset``."""
 
 
 def phase(text: str) -> None:
