@@ -109,7 +109,7 @@ class PretrainConfig(StageConfig):
         "Training epochs (on graphs, HCL App. D.2's; on sentences, passes over the corpus).",
         minimum=1,
         maximum=1_000_000,
-        modality_defaults=(("graph", 200), ("text", 2)),
+        modality_defaults=(("graph", 200), ("text", 1)),
     )
     batch_size: int = param(
         256,

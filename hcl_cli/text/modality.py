@@ -28,9 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from hcl_cli.errors import InputError, UsageError
-from hcl_cli.logs import bars_disabled
 from hcl_cli.text.encoder import TEXT_ENCODER_KIND, QtModel, TextEncoderSidecar, load_text_encoder, save_text_encoder
 from hcl_cli.text.prepared import TextCard, load_split, load_text_card
+from hcl_cli.text.tasks import embed_tokens
 
 MIN_SENTENCES = 3
 """The fewest sentences a batch holds: a sentence, its neighbour and one negative."""
@@ -129,20 +129,9 @@ class TextModality:
         if model.vocab_size != card.vocab_size:
             raise InputError(f"{model_path} reads {model.vocab_size} token ids, but {data_path}'s vocabulary has {card.vocab_size}")
 
-    @torch.no_grad()
     def embed(self, model: QtModel, stats: Any, samples: TextSamples, batch_size: int, description: str) -> tuple[Tensor, Tensor]:
         """``[f(s); g(s)]`` of every sentence in order, float32 on the CPU, ``batch_size`` a pass, in eval mode."""
-        from tqdm import tqdm
-
-        was_training = model.training
-        model.eval()
-        starts = range(0, len(samples), batch_size)
-        parts = []
-        for start in tqdm(starts, desc=description, unit="batch", disable=bars_disabled(), leave=False):
-            window = samples.window(start, min(batch_size, len(samples) - start))
-            parts.append(model.embed(window.tokens, window.lengths).float().cpu())
-        model.train(was_training)
-        features = torch.cat(parts)
+        features = embed_tokens(model, samples.tokens, samples.lengths, batch_size)
         return features, features
 
     def untrained(self, model: QtModel, seed: int) -> QtModel:
