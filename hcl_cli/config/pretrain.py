@@ -71,7 +71,7 @@ class PretrainConfig(StageConfig):
         32, "Graphs (arch gin): width of every GIN layer (HCL App. D.2: 32).", minimum=1, maximum=4096, modality="graph"
     )
     qt_hidden: int = param(
-        128, "Sentences: width of QT's GRUs f and g (CPU-sized; QT's uni-QT: 1200).", minimum=1, maximum=8192, modality="text"
+        64, "Sentences: width of QT's GRUs f and g (CPU-sized; QT's uni-QT: 1200).", minimum=1, maximum=8192, modality="text"
     )
     word_dim: int = param(
         64, "Sentences: width of each encoder's word embeddings (CPU-sized; QT: 300).", minimum=1, maximum=4096, modality="text"

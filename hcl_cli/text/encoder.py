@@ -3,7 +3,7 @@
 QT (Logeswaran & Lee, ICLR 2018, Sec. 3-4): two encoders f and g with separate weights, each a word embedding and a
 GRU read over the sentence (torch's ``nn.GRU`` over packed sequences, so padding never enters a state), the
 sentence's encoding the GRU's last hidden state. The paper's uni-QT uses 1200-d GRUs on 300-d word embeddings (a
-2400-d [f; g]); hcl's CPU-sized default is 128-d GRUs on 64-d embeddings (``--qt-hidden``, ``--word-dim``). A
+2400-d [f; g]); hcl's CPU-sized default is 64-d GRUs on 64-d embeddings (``--qt-hidden``, ``--word-dim``). A
 sentence's representation, what ``embed`` writes, is QT's concatenation ``[f(s); g(s)]`` (backbone and projection
 alike: QT has no head).
 
@@ -53,7 +53,7 @@ class QtModel(nn.Module):
 
     arch = QT_GRU
 
-    def __init__(self, vocab_size: int, word_dim: int = 64, hidden: int = 128) -> None:
+    def __init__(self, vocab_size: int, word_dim: int = 64, hidden: int = 64) -> None:
         super().__init__()
         self.vocab_size, self.word_dim, self.hidden = vocab_size, word_dim, hidden
         self.f = SentenceEncoder(vocab_size, word_dim, hidden)

@@ -13,7 +13,7 @@ What each method does, and the decisions behind it:
   (:func:`~hcl_cli.objectives.sentence_batch.context_pairs`). An epoch drops its last partial batch.
 - **Encoder**: :class:`~hcl_cli.text.encoder.QtModel`, stored as a ``text encoder`` artifact bound to its
   vocabulary; ``embed`` writes ``[f(s); g(s)]`` as backbone and projection.
-- **Raw features**: the mean of untrained word embeddings over each sentence's tokens (a 256-d table drawn from torch's
+- **Raw features**: the mean of untrained word embeddings over each sentence's tokens (a 128-d table drawn from torch's
   RNG seeded 0, as ``nn.Embedding`` draws it: the width of the default ``[f; g]``), the bag-of-words baseline.
 """
 
@@ -34,7 +34,7 @@ from hcl_cli.text.tasks import embed_tokens
 
 MIN_SENTENCES = 3
 """The fewest sentences a batch holds: a sentence, its neighbour and one negative."""
-RAW_WORD_DIM = 256
+RAW_WORD_DIM = 128
 """The width of the untrained word embeddings whose mean is the raw-feature baseline."""
 
 
