@@ -25,9 +25,11 @@ BLOCK = 1 << 16
 TIMEOUT_SECONDS = 30.0
 
 
-def mirror_address(variable: str, default: str) -> str:
-    """``default``, or the ``http(s)://`` base address the environment variable ``variable`` names, without a final ``/``."""
-    base = os.environ.get(variable) or default
+def mirror_address(variable: str) -> str | None:
+    """The ``http(s)://`` base address the environment variable ``variable`` names, without a final ``/``; None when unset."""
+    base = os.environ.get(variable)
+    if not base:
+        return None
     if not base.startswith(("http://", "https://")):
         raise UsageError(f"{variable}={shown(base)}: expected an http:// or https:// address")
     return base.rstrip("/")

@@ -42,7 +42,7 @@ def fetch(name: str, target: Path) -> Path:
     """Download ``NAME.zip`` to ``target`` (resuming ``target.part``), check it, and return ``target``."""
     if not NAME_PATTERN.fullmatch(name):
         raise UsageError(f"invalid TU dataset name {name!r}: expected a name of the collection such as ENZYMES")
-    url = f"{mirror_address(MIRROR_VARIABLE, TU_SITE)}/{name}.zip"
+    url = f"{mirror_address(MIRROR_VARIABLE) or TU_SITE}/{name}.zip"
     LOG.info(f"hcl prepare: {name} is not in {shown(target.parent.parent)}: downloading {url} to {shown(target)}")
     put_it = (
         f"offline, put {name}.zip (from that address) at {shown(target)}, "

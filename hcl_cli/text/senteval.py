@@ -76,16 +76,16 @@ def check_task(task: str) -> None:
 
 def task_folder(path: Path, task: str) -> Path | None:
     """The folder holding every file of ``task``: ``path`` itself, ``path/TASK`` (SentEval's ``data/downstream``
-    layout) or ``path/senteval/TASK`` (where they are fetched to), the first that holds any of them; None where none
-    does. A folder holding some of the files but not all is an :class:`InputError`."""
+    layout) or ``path/senteval/TASK`` (where they are fetched to, once all are there), the first that holds any of them;
+    None where none does. ``path`` or ``path/TASK`` holding some of the files but not all is an :class:`InputError`."""
     names = task_files(task)
     for folder in (path, path / task, path / FETCHED / task):
         present = [name for name in names if (folder / name).exists()]
-        if present:
-            missing = [name for name in names if name not in present]
-            if missing:
-                raise InputError(f"{shown(folder)} holds {present[0]} but not {missing[0]}: SentEval's {task} needs {' and '.join(names)}")
+        missing = [name for name in names if name not in present]
+        if present and not missing:
             return folder
+        if present and folder != path / FETCHED / task:
+            raise InputError(f"{shown(folder)} holds {present[0]} but not {missing[0]}: SentEval's {task} needs {' and '.join(names)}")
     return None
 
 
