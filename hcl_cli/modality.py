@@ -151,6 +151,10 @@ class Modality(Protocol):
         labelled run's splits are known without the card, which may be None then; ``transductive``: a labelled run
         under ``label_protocol transductive``, which on graphs reads the test split with its labels)."""
 
+    def encoder_data(self, folder: str | Path, card: Any) -> dict[str, str]:
+        """The sha256 of the prepared files that an encoder which embeds ``folder`` trained on: the folder's own (images,
+        graphs), or for a SentEval task the corpus whose vocabulary it reads (``embed`` refuses an encoder of other data)."""
+
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Samples, Tensor]:
         """The samples of ``splits``, in that order, on ``device``, and their int64 labels (-1: unlabelled)."""
 

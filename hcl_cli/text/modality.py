@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hcl_cli.artifacts.binding import prepared_sha256
 from hcl_cli.errors import InputError, UsageError
 from hcl_cli.text.encoder import TEXT_ENCODER_KIND, QtModel, TextEncoderSidecar, load_text_encoder, save_text_encoder
 from hcl_cli.text.prepared import TextCard, load_split, load_text_card
@@ -97,11 +98,19 @@ class TextModality:
         return f"{count} sentences of {card.tokens / max(card.num_sentences, 1):.1f} tokens on average"
 
     def check_trainable(self, card: TextCard, folder: str) -> None:
+        if card.task is not None:
+            raise UsageError(
+                f"{folder} holds SentEval's {card.task}, a task to read out: pretrain on a corpus (hcl prepare --dataset text)"
+            )
         if card.num_sentences < MIN_SENTENCES:
             raise UsageError(f"{folder} holds {card.num_sentences} sentences: quick-thought needs batches of at least {MIN_SENTENCES}")
 
     def training_splits(self, card: TextCard | None, labelled: bool, transductive: bool = False) -> list[str]:
         return ["train"]
+
+    def encoder_data(self, folder: str | Path, card: TextCard) -> dict[str, str]:
+        """A task's corpus (its encoder trained on the corpus whose vocabulary it reads), else the folder itself."""
+        return card.corpus if card.corpus is not None else prepared_sha256(folder)
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[TextSamples, Tensor]:
         card = load_text_card(folder)
@@ -130,9 +139,10 @@ class TextModality:
             raise InputError(f"{model_path} reads {model.vocab_size} token ids, but {data_path}'s vocabulary has {card.vocab_size}")
 
     def embed(self, model: QtModel, stats: Any, samples: TextSamples, batch_size: int, description: str) -> tuple[Tensor, Tensor]:
-        """``[f(s); g(s)]`` of every sentence in order, float32 on the CPU, ``batch_size`` a pass, in eval mode."""
+        """``[f(s); g(s)]`` of every sentence in order, float32 on the CPU, ``batch_size`` a pass, in eval mode (as backbone,
+        and a copy as projection: QT has no head)."""
         features = embed_tokens(model, samples.tokens, samples.lengths, batch_size)
-        return features, features
+        return features, features.clone()
 
     def untrained(self, model: QtModel, seed: int) -> QtModel:
         device = next(model.parameters()).device
@@ -148,6 +158,8 @@ class TextModality:
         )
 
     def recorded_prepare(self, card: TextCard) -> dict[str, Any]:
+        if card.task is not None:
+            return {"dataset": "senteval", "task": card.task}
         return {"dataset": "text", "vocab_size": card.vocab_size, "min_count": card.min_count, "max_tokens": card.max_tokens}
 
     def raw_features(self, samples: TextSamples) -> Tensor:

@@ -9,7 +9,7 @@ sentence, ``lengths`` (n,), ``documents`` (n,) (the file each sentence came from
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,13 @@ class TextCard:
     skipped_lines: int
     vocabulary: str
     """The sha256 of the vocabulary's tokens (:func:`vocabulary_sha256`): what an encoder and a task prepared with it share."""
+    task: str | None = None
+    """A SentEval task's name (:mod:`hcl_cli.text.tasks`); None for a corpus."""
+    classes: list[str] = field(default_factory=list)
+    corpus: dict[str, str] | None = None
+    """A task's: the sha256 of the prepared corpus whose vocabulary it reads (what its encoder trained on)."""
+    pairs: bool = False
+    """MRPC: each split holds its pairs' first sentences, then their second sentences, in the same order."""
     modality: str = MODALITY
     schema_version: int = SCHEMA_VERSION
 
@@ -149,7 +156,11 @@ def load_text_card(folder: str | Path) -> TextCard:
     counts = values["counts"]
     if not counts or not all(isinstance(count, int) and count >= 0 for count in counts.values()):
         raise InputError(f"{path} is not a valid text dataset card: 'counts' is {counts!r}: run hcl prepare again")
-    return TextCard(**{field.name: values[field.name] for field in fields(TextCard) if field.name in values})
+    optional = {"task": (str, type(None)), "classes": (list,), "corpus": (dict, type(None)), "pairs": (bool,)}
+    for name, types in optional.items():
+        if name in values and not isinstance(values[name], types):
+            raise InputError(f"{path} is not a valid text dataset card: {name!r} is {values[name]!r}: run hcl prepare again")
+    return TextCard(**{item.name: values[item.name] for item in fields(TextCard) if item.name in values})
 
 
 FOLDER_FILES = (CARD_FILE, VOCABULARY_FILE, "train.safetensors", "train.json")
