@@ -5,7 +5,7 @@
 ``--books``: a folder of .txt files, one sentence a line (the 17 public-domain books of ../shared/datasets/books.tar.gz,
 1.6 M words, in place of BookCorpus's ~1 B); ``--senteval``: SentEval's task folders (MR, CR, SUBJ, MPQA, TREC, MRPC).
 Each row trains ``hcl pretrain`` with the defaults on sentences (quick-thought's f and g, 64-d GRUs on 64-d words,
-batch 400, Adam lr 5e-4, one pass over the corpus) and its sampler's options, and every task is read out by SentEval's
+batch 400, Adam lr 3e-3, three passes over the corpus: 495 steps, where UnDiMix App. A's lr 5e-4 learns nothing) and its sampler's options, and every task is read out by SentEval's
 protocol (:mod:`hcl_cli.text.readout`) on ``[f(s); g(s)]`` with ``--folds`` outer and inner folds (SentEval's default
 10; its prototyping setting, 5, is what fits a shared CPU here). Seed-major: seed 0 of every row (and the baselines, the
 untrained encoder of seed 0 and the mean untrained word embeddings), then seed 1, ...; the results file is rewritten

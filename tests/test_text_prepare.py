@@ -108,7 +108,7 @@ def test_pretrain_trains_quick_thought_and_refuses_label_samplers(tmp_path: Path
         assert code == 0, err
         sidecar = json.loads((out / "encoder.json").read_text())
         assert sidecar["kind"] == "text encoder" and sidecar["vocabulary"] == load_text_card(data).vocabulary
-        assert sidecar["config"]["lr"] == 5e-4  # UnDiMix App. A's, the default on sentences
+        assert sidecar["config"]["lr"] == 3e-3  # the CPU-sized default on sentences
     code, err = invoke([*common, "--sampler", "scl", "--out", str(tmp_path / "scl"), "--live-dir", str(tmp_path / "live-scl")], capsys)
     assert code == 2 and "a text corpus has none" in err.strip().splitlines()[-1]
     assert not (tmp_path / "scl" / "encoder.safetensors").exists()

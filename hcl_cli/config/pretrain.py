@@ -106,10 +106,10 @@ class PretrainConfig(StageConfig):
     )
     epochs: int = param(
         60,
-        "Training epochs (on graphs, HCL App. D.2's; on sentences, passes over the corpus).",
+        "Training epochs (on graphs, HCL App. D.2's; on sentences, passes over the corpus in windows of consecutive sentences).",
         minimum=1,
         maximum=1_000_000,
-        modality_defaults=(("graph", 200), ("text", 1)),
+        modality_defaults=(("graph", 200), ("text", 3)),
     )
     batch_size: int = param(
         256,
@@ -150,10 +150,10 @@ class PretrainConfig(StageConfig):
     )
     lr: float = param(
         1e-3,
-        "Learning rate (the papers' Adam: 1e-3; on sentences UnDiMix App. A's 5e-4; MoCo-v2's SGD: 0.03); with a warm-up or a schedule, its peak.",
+        "Learning rate (the papers' Adam: 1e-3; MoCo-v2's SGD: 0.03; on sentences 3e-3, CPU-sized: UnDiMix App. A's 5e-4 learns nothing in a few hundred steps); with a warm-up or a schedule, its peak.",
         minimum=1e-8,
         maximum=10.0,
-        modality_defaults=(("text", 5e-4),),
+        modality_defaults=(("text", 3e-3),),
     )
     weight_decay: float = param(
         1e-6,
