@@ -16,6 +16,7 @@ not available here.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from benchmarks.common import load_average, write_result  # noqa: E402
+from benchmarks.common import RESULTS, commit, load_average, write_result  # noqa: E402
 from hcl_cli.text.encoder import QtModel, load_text_encoder  # noqa: E402
 from hcl_cli.text.modality import RAW_WORD_DIM  # noqa: E402
 from hcl_cli.text.prepared import load_text_card, load_vocabulary  # noqa: E402
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--name", default="reproduce_sentences")
     parser.add_argument("--folds", type=int, default=10)
+    parser.add_argument("--resume", action="store_true", help="keep the runs of an existing results file (each names its commit)")
     args = parser.parse_args()
     work = Path(args.work)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -97,7 +99,10 @@ def main() -> None:
         first = sentence_tensors(items.sentences, vocabulary, card.max_tokens)[:2]
         second = sentence_tensors(items.seconds, vocabulary, card.max_tokens)[:2] if items.seconds else None
         cache[task] = (first, second)
-    runs: list[dict[str, Any]] = []
+    previous = RESULTS / f"{args.name}.json"
+    runs: list[dict[str, Any]] = json.loads(previous.read_text())["runs"] if args.resume and previous.is_file() else []
+    done = {(run["row"], run["seed"]) for run in runs}
+    here = commit()["commit"]
     payload: dict[str, Any] = {}
 
     def save() -> None:
@@ -122,18 +127,21 @@ def main() -> None:
     table = torch.randn(card.vocab_size, RAW_WORD_DIM)
     table[0] = 0.0
     started = time.time()
-    scores = readout(lambda tokens, lengths: table[tokens].sum(dim=1) / lengths[:, None].float(), tasks, cache, args.folds)
-    runs.append({"row": "word-embeddings", "seed": 0, "scores": scores, "readout_seconds": time.time() - started})
-    save()
+    if ("word-embeddings", 0) not in done:
+        scores = readout(lambda tokens, lengths: table[tokens].sum(dim=1) / lengths[:, None].float(), tasks, cache, args.folds)
+        runs.append({"row": "word-embeddings", "seed": 0, "scores": scores, "readout_seconds": time.time() - started, "commit": here})
+        save()
     for seed in range(args.seeds):
-        if seed == 0:
+        if seed == 0 and ("untrained", 0) not in done:
             started = time.time()
             torch.manual_seed(0)
             model = QtModel(card.vocab_size)
             scores = readout(lambda tokens, lengths, model=model: embed_tokens(model, tokens, lengths), tasks, cache, args.folds)
-            runs.append({"row": "untrained", "seed": 0, "scores": scores, "readout_seconds": time.time() - started})
+            runs.append({"row": "untrained", "seed": 0, "scores": scores, "readout_seconds": time.time() - started, "commit": here})
             save()
         for row in args.rows.split(","):
+            if (row, seed) in done:
+                continue
             sampler, options = ROWS[row]
             out = work / f"{row}-seed{seed}"
             flags = [f"--{name}={value}" for name, value in options.items()]
@@ -155,6 +163,7 @@ def main() -> None:
                     "pretrain_seconds": pretrain_seconds,
                     "readout_seconds": time.time() - started,
                     "run": sidecar.run,
+                    "commit": here,
                 }
             )
             save()
