@@ -1,6 +1,7 @@
 """HCL Table 2 and UnDiMix Table 4 at the books corpus's scale: quick-thought under each row's sampler, read out on SentEval's six tasks.
 
-    python benchmarks/reproduce_sentences.py --books DIR --senteval DIR [--seeds 5] [--name reproduce_sentences]
+    python benchmarks/reproduce_sentences.py --books DIR --senteval DIR [--seeds 5] [--folds 5] [--resume]
+    python benchmarks/reproduce_sentences.py --page docs/sentences.md     # the page's tables from the results file
 
 ``--books``: a folder of .txt files, one sentence a line (the 17 public-domain books of ../shared/datasets/books.tar.gz,
 1.6 M words, in place of BookCorpus's ~1 B); ``--senteval``: SentEval's task folders (MR, CR, SUBJ, MPQA, TREC, MRPC).
@@ -29,12 +30,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from benchmarks.common import RESULTS, commit, load_average, write_result  # noqa: E402
-from hcl_cli.text.encoder import QtModel, load_text_encoder  # noqa: E402
+from hcl_cli.tables.sentences import replace_generated, sentences_markdown  # noqa: E402
+from hcl_cli.text.encoder import (  # noqa: E402
+    QtModel,
+    embed_tokens,  # noqa: E402
+    load_text_encoder,
+)
 from hcl_cli.text.modality import RAW_WORD_DIM  # noqa: E402
 from hcl_cli.text.prepared import load_text_card, load_vocabulary  # noqa: E402
 from hcl_cli.text.readout import task_readout  # noqa: E402
 from hcl_cli.text.senteval import TASKS, read_task, task_folder  # noqa: E402
-from hcl_cli.text.tasks import embed_tokens, sentence_tensors  # noqa: E402
+from hcl_cli.text.tasks import sentence_tensors  # noqa: E402
 
 ROWS: dict[str, tuple[str, dict[str, Any]]] = {
     "qt": ("ucl", {}),
@@ -78,15 +84,23 @@ def readout(embed: Any, tasks: dict[str, Any], cache: dict[str, Any], folds: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--books", required=True)
-    parser.add_argument("--senteval", required=True)
+    parser.add_argument("--books", help="the corpus: a folder of .txt files, one sentence a line")
+    parser.add_argument("--senteval", help="a folder holding SentEval's task folders")
     parser.add_argument("--work", default="runs/sentences")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--name", default="reproduce_sentences")
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--resume", action="store_true", help="keep the runs of an existing results file (each names its commit)")
+    parser.add_argument("--page", help="run nothing: write the tables of the results file into this page (docs/sentences.md)")
     args = parser.parse_args()
+    if args.page:
+        page = Path(args.page)
+        page.write_text(replace_generated(page.read_text(), sentences_markdown(json.loads((RESULTS / f"{args.name}.json").read_text()))))
+        print(f"wrote {page}")
+        return
+    if not args.books or not args.senteval:
+        parser.error("--books and --senteval are needed to run (or --page to write the page)")
     work = Path(args.work)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     prepared = work / "books"

@@ -83,6 +83,21 @@ class QtModel(nn.Module):
         return torch.cat([self.f(tokens, lengths), self.g(tokens, lengths)], dim=1)
 
 
+@torch.no_grad()
+def embed_tokens(model: QtModel, tokens: Tensor, lengths: Tensor, batch_size: int = 1000) -> Tensor:
+    """(n, 2 hidden) ``[f(s); g(s)]`` of every sentence, float32 on the CPU, in eval mode (the mode is restored)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    parts = []
+    for start in range(0, len(tokens), batch_size):
+        length = lengths[start : start + batch_size]
+        window = tokens[start : start + batch_size, : int(length.max())]
+        parts.append(model.embed(window.to(device), length.to(device)).float().cpu())
+    model.train(was_training)
+    return torch.cat(parts)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TextEncoderSidecar(RecordedEncoder):
     """The checked sidecar of a text encoder artifact."""

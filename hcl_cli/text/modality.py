@@ -29,9 +29,8 @@ from torch import Tensor, nn
 
 from hcl_cli.artifacts.binding import prepared_sha256
 from hcl_cli.errors import InputError, UsageError
-from hcl_cli.text.encoder import TEXT_ENCODER_KIND, QtModel, TextEncoderSidecar, load_text_encoder, save_text_encoder
+from hcl_cli.text.encoder import TEXT_ENCODER_KIND, QtModel, TextEncoderSidecar, embed_tokens, load_text_encoder, save_text_encoder
 from hcl_cli.text.prepared import TextCard, load_split, load_text_card
-from hcl_cli.text.tasks import embed_tokens
 
 MIN_SENTENCES = 3
 """The fewest sentences a batch holds: a sentence, its neighbour and one negative."""

@@ -25,7 +25,8 @@ from torch import Tensor
 from hcl_cli.artifacts.binding import prepared_sha256
 from hcl_cli.errors import InputError
 from hcl_cli.text.corpus import encode, tokenise
-from hcl_cli.text.encoder import QtModel
+from hcl_cli.text.encoder import QtModel, embed_tokens
+from hcl_cli.text.modality import TEXT
 from hcl_cli.text.prepared import TextCard, load_split, load_text_card, load_vocabulary, write_card, write_split
 from hcl_cli.text.senteval import CROSS_VALIDATED, SentEvalTask
 
@@ -48,21 +49,6 @@ def sentence_tensors(sentences: Sequence[str], vocabulary: Sequence[str], max_to
     for index, row in enumerate(rows):
         tokens[index, : len(row)] = torch.tensor(row, dtype=torch.int64)
     return tokens, torch.tensor([len(row) for row in rows], dtype=torch.int64)
-
-
-@torch.no_grad()
-def embed_tokens(model: QtModel, tokens: Tensor, lengths: Tensor, batch_size: int = 1000) -> Tensor:
-    """(n, 2 hidden) ``[f(s); g(s)]`` of every sentence, float32 on the CPU, in eval mode (the mode is restored)."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    parts = []
-    for start in range(0, len(tokens), batch_size):
-        length = lengths[start : start + batch_size]
-        window = tokens[start : start + batch_size, : int(length.max())]
-        parts.append(model.embed(window.to(device), length.to(device)).float().cpu())
-    model.train(was_training)
-    return torch.cat(parts)
 
 
 def item_splits(task: SentEvalTask) -> list[str]:
@@ -154,8 +140,6 @@ def baseline_features(folder: str | Path, encoder_config: dict[str, Any]) -> dic
     """The train and test ``(features, labels)`` of a task's two baselines, by name: ``untrained encoder`` (the run's f and
     g of its ``qt_hidden`` and ``word_dim``, drawn from its ``seed``, :meth:`~hcl_cli.text.modality.TextModality.untrained`)
     and ``mean word embeddings`` (:meth:`~hcl_cli.text.modality.TextModality.raw_features`)."""
-    from hcl_cli.text.modality import TEXT
-
     card = load_text_card(folder)
     defaults = QtModel(2)
     config = {"word_dim": defaults.word_dim, "qt_hidden": defaults.hidden, "seed": 0} | encoder_config
