@@ -12,19 +12,11 @@ from pathlib import Path
 
 import pytest
 from test_readme_blocks import fresh_clone, offline_blocks, run_block
+from test_text_prepare import invoke
 
-from hcl_cli.cli import main
 from hcl_cli.text.prepared import load_split, load_text_card
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def invoke(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        main(argv)
-    except SystemExit as exit_info:
-        return int(exit_info.code or 0), capsys.readouterr().err
-    return 0, capsys.readouterr().err
 
 
 @pytest.mark.e2e
