@@ -113,6 +113,19 @@ def undimix_verdict(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def cost_line(runs: Sequence[Mapping[str, Any]], load: float | None) -> str:
+    """What a trained row cost here: its mean seconds of pretraining and of the six readouts, and the machine's load."""
+    trained = [run for run in runs if "pretrain_seconds" in run]
+    if not trained:
+        return "Cost: no trained row yet."
+    pretrain = sum(run["pretrain_seconds"] for run in trained) / len(trained)
+    readout = sum(run["readout_seconds"] for run in trained) / len(trained)
+    return (
+        f"Cost here, one thread each on a 2-core machine shared with other jobs (load {load} at the last write): "
+        f"{pretrain:.0f} s of pretraining and {readout:.0f} s of the six readouts per trained row, on average over {len(trained)}."
+    )
+
+
 def sentences_markdown(result: Mapping[str, Any]) -> str:
     """The generated part of docs/sentences.md (module docstring)."""
     runs, papers = result["runs"], result["papers"]
@@ -138,6 +151,8 @@ def sentences_markdown(result: Mapping[str, Any]) -> str:
         *table(runs, UNDIMIX_ROWS, papers["UnDiMix Table 4 (BookCorpus)"]),
         "",
         f'Verdict on "UnDiMix outperforming baselines in all tasks": {undimix_verdict(runs)}',
+        "",
+        cost_line(runs, result.get("load_average")),
         "",
         END,
     ]
