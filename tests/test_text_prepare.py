@@ -112,3 +112,5 @@ def test_pretrain_trains_quick_thought_and_refuses_label_samplers(tmp_path: Path
     code, err = invoke([*common, "--sampler", "scl", "--out", str(tmp_path / "scl"), "--live-dir", str(tmp_path / "live-scl")], capsys)
     assert code == 2 and "a text corpus has none" in err.strip().splitlines()[-1]
     assert not (tmp_path / "scl" / "encoder.safetensors").exists()
+    code, err = invoke([*common, "--eval-every", "1", "--out", str(tmp_path / "knn"), "--live-dir", str(tmp_path / "live-knn")], capsys)
+    assert code == 2 and "a text corpus has none: use 0" in err.strip().splitlines()[-1]
