@@ -3,6 +3,8 @@ and the sentence report's table of tasks beside the baselines."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,3 +78,11 @@ def test_the_report_puts_each_task_beside_its_baselines() -> None:
     metrics = EvaluationMetrics(top1=0.7, top5=1.0, test_size=10, params={}, details=details, inputs={})
     report = sentence_report("title", {"MRPC": metrics}, "runs/qt/encoder.safetensors")
     assert "| MRPC | 70.0 (F1 80.0) | 60.0 (F1 70.0) | 65.0 (F1 75.0) |" in report
+
+
+def test_the_page_is_generated_from_the_committed_results_file() -> None:
+    root = Path(__file__).resolve().parents[1]
+    result = json.loads((root / "benchmarks" / "results" / "reproduce_sentences.json").read_text())
+    page = (root / "docs" / "sentences.md").read_text()
+    assert sentences_markdown(result) in page, "run python benchmarks/reproduce_sentences.py --page docs/sentences.md"
+    assert len({run["seed"] for run in result["runs"] if run["row"] == "qt"}) >= 1

@@ -113,6 +113,13 @@ def undimix_verdict(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def seeds_line(runs: Sequence[Mapping[str, Any]]) -> str:
+    """How many seeds every trained row has, against the five planned."""
+    rows = [row for row in NAMES if row not in ("untrained", "word-embeddings")]
+    counts = [len({run["seed"] for run in runs if run["row"] == row}) for row in rows]
+    return f"Every trained row at {min(counts)} seed(s), some at {max(counts)}, of the 5 planned: the run stopped at the session's end."
+
+
 def cost_line(runs: Sequence[Mapping[str, Any]], load: float | None) -> str:
     """What a trained row cost here: its mean seconds of pretraining and of the six readouts, and the machine's load."""
     trained = [run for run in runs if "pretrain_seconds" in run]
@@ -136,7 +143,9 @@ def sentences_markdown(result: Mapping[str, Any]) -> str:
         f"Ours: the books corpus ({corpus['sentences']:,} sentences of {corpus['documents']} public-domain books, "
         f"{corpus['tokens']:,} tokens, a vocabulary of {corpus['vocab_size']:,}), the papers' BookCorpus ~1 B words: about "
         "600 times less text, and a 128-d [f; g] where the papers' uni-QT is 2400-d. SentEval's protocol with "
-        f"{result['folds']} folds; accuracy in percent, mean [95% t interval] over the seeds, the paired difference from QT "
+        f"{result['folds']} folds (SentEval's prototyping setting; 10 by default). Each trained row is `hcl pretrain`'s default on "
+        "sentences: 64-d GRUs f and g on 64-d words, batch 400, Adam lr 3e-3, three passes (495 steps). "
+        f"{seeds_line(runs)} Accuracy in percent, mean [95% t interval] over the seeds, the paired difference from QT "
         "over the seeds both have, and the paper's number. SICK (UnDiMix's seventh task) is not available. "
         f"Commit of each run: {', '.join(sorted({str(run.get('commit')) for run in runs}))}.",
         "",
