@@ -90,3 +90,28 @@ def test_a_task_folder_is_not_trained_on(corpus: Path, tmp_path: Path, capsys: p
     )
     code, err = invoke(["pretrain", "--data", str(out), "--out", str(tmp_path / "qt"), "--live-dir", str(tmp_path / "live")], capsys)
     assert code == 2 and "a task to read out" in err.strip().splitlines()[-1]
+
+
+def test_the_senteval_readout_refuses_a_corpus_and_another_tasks_embeddings(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = str(ROOT / "data" / "senteval-tiny")
+    for task in ("MR", "MRPC"):
+        argv = ["prepare", "--dataset", "senteval", "--task", task, "--path", tiny, "--corpus", str(corpus), "--out", str(tmp_path / task)]
+        assert invoke(argv, capsys)[0] == 0
+    common = ["--batch-size", "16", "--qt-hidden", "4", "--word-dim", "4", "--max-steps", "1"]
+    assert (
+        invoke(["pretrain", "--data", str(corpus), "--out", str(tmp_path / "qt"), "--live-dir", str(tmp_path / "live"), *common], capsys)[0]
+        == 0
+    )
+    embeddings = str(tmp_path / "MR.safetensors")
+    assert (
+        invoke(
+            ["embed", "--model", str(tmp_path / "qt" / "encoder.safetensors"), "--data", str(tmp_path / "MR"), "--out", embeddings], capsys
+        )[0]
+        == 0
+    )
+    for data, message in ((corpus, "is a text corpus: give the task's folder"), (tmp_path / "MRPC", "is not the prepared dataset")):
+        argv = ["linear-eval", "--protocol", "senteval", "--embeddings", embeddings, "--data", str(data), "--out", str(tmp_path / "m.json")]
+        code, err = invoke(argv, capsys)
+        assert code == 2 and message in err.strip().splitlines()[-1] and not (tmp_path / "m.json").exists()

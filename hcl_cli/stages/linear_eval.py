@@ -13,7 +13,9 @@ from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_made_from, check_outputs_apart, prepared_sha256
+from hcl_cli.artifacts import check_made_from, check_outputs_apart, prepared_sha256, read_inputs
+from hcl_cli.artifacts.files import read_json
+from hcl_cli.artifacts.tensors import sidecar_path
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.linear import LinearConfig, parse_c_grid
 from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, label_protocol_of
@@ -107,9 +109,9 @@ def senteval_metrics(config: LinearConfig) -> None:
             f"--protocol senteval reads a SentEval task, but --data {shown(config.data)} is a text corpus: give the task's folder"
         )
     data = load_embeddings(config.embeddings, config.feature)
-    check_made_from(
-        f"--embeddings {shown(config.embeddings)}", data.scored, "prepared", f"--data {shown(config.data)}", prepared_sha256(config.data)
-    )
+    made_from = read_inputs(read_json(sidecar_path(config.embeddings), what="embeddings sidecar"), config.embeddings)
+    embedded = f"--embeddings {shown(config.embeddings)}"
+    check_made_from(embedded, made_from, "prepared", f"--data {shown(config.data)}", prepared_sha256(config.data))
     features, labels, splits, seconds = task_features(card, config.data, (data.train_x, data.train_y), (data.test_x, data.test_y))
     result = task_readout(card.task, features, labels, splits, seconds, seed=config.seed, folds=config.senteval_folds)
     baselines = {}
