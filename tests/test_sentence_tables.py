@@ -43,15 +43,20 @@ def test_the_paired_difference_is_per_seed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("hard", "verdict"), [(0.01, "holds here: a hard row's mean is at or above QT's on 6 of the 6"), (-0.01, "does not hold")]
+    ("hard", "verdict"),
+    [(0.01, "holds here: a hard row is at or above QT, paired over the seeds both have, on 6 of the 6"), (-0.01, "does not hold")],
 )
 def test_hcls_claim_is_judged_task_by_task(hard: float, verdict: str) -> None:
     assert hcl_verdict(runs(hard, 0.0)).startswith(verdict)
 
 
 def test_undimixs_claim_needs_it_above_both_baselines_on_its_tasks() -> None:
-    assert undimix_verdict(runs(0.01, 0.02)).startswith("holds here: UnDiMix's mean is above both QT's and HCL's on 5 of its 5 tasks")
-    assert undimix_verdict(runs(0.03, 0.02)).startswith("does not hold here: UnDiMix's mean is above both QT's and HCL's on 0")
+    assert undimix_verdict(runs(0.01, 0.02)).startswith(
+        "holds here: UnDiMix is above both QT and HCL, paired over the seeds they share, on 5 of its 5 tasks"
+    )
+    assert undimix_verdict(runs(0.03, 0.02)).startswith(
+        "does not hold here: UnDiMix is above both QT and HCL, paired over the seeds they share, on 0"
+    )
 
 
 def test_the_page_shows_every_row_the_papers_number_and_replaces_only_its_generated_part() -> None:
