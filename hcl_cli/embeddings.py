@@ -84,7 +84,8 @@ def load_embeddings(path: str | os.PathLike[str], feature: str) -> EvalSet:
     encoder = sidecar.get("encoder")
     trained_on = read_inputs(encoder, f"{path}: encoder") if isinstance(encoder, dict) else {}
     made_from = read_inputs(sidecar, str(path))
-    check_made_from("its encoder", trained_on, "prepared", f"{path} (the prepared dataset it embeds)", made_from.get("prepared"))
+    embedded = made_from.get("corpus", made_from.get("prepared"))  # a SentEval task's encoder trained on its corpus
+    check_made_from("its encoder", trained_on, "prepared", f"{path} (the prepared dataset it embeds)", embedded)
     for split in SPLITS:
         if not tensors[f"{split}_{feature}"].isfinite().all():
             raise InputError(f"{path}: {split}_{feature} holds NaN or infinite values")

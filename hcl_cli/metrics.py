@@ -205,6 +205,7 @@ LINEAR_PROTOCOL_SETTINGS: dict[str, tuple[str, ...]] = {
     "fixed": ("optimizer", "epochs", "lr", "weight_decay", "seed"),
     "paper": ("epochs", "batch_size", "lr", "weight_decay", "seed"),
     "svm": ("svm_repeats", "svm_folds", "svm_c_grid", "svm_inner_folds", "seed"),
+    "senteval": ("senteval_folds", "senteval_baselines", "seed"),
 }
 """The settings of a linear readout's metrics that the report's protocol bullet quotes, by ``protocol`` (any JSON scalar)."""
 FEATURE = (lambda value: value in FEATURES, " or ".join(FEATURES))

@@ -7,7 +7,8 @@ Everything below it is one :class:`Modality`: how a prepared dataset is read, ho
 step turns a batch of samples into what the loss scores (two augmented views of images; nodes
 against graphs for InfoGraph), how its encoder is built, stored and run. Like torch-geometric's
 ``MessagePassing`` for its layers, it is the one interface a second modality implements:
-:mod:`hcl_cli.image.modality` for images (the first user) and :mod:`hcl_cli.graph.modality` for TU graphs.
+:mod:`hcl_cli.image.modality` for images (the first user), :mod:`hcl_cli.graph.modality` for TU graphs and
+:mod:`hcl_cli.text.modality` for sentences.
 
 A prepared folder says which modality wrote it: ``card.json``'s ``modality`` key (``image`` when
 absent, as in cards written before graphs existed). :func:`modality_of` reads only that key and
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 MODALITIES: dict[str, str] = {
     "image": "hcl_cli.image.modality:IMAGES",  # hcl_cli/image/modality.py
     "graph": "hcl_cli.graph.modality:GRAPHS",  # hcl_cli/graph/modality.py
+    "text": "hcl_cli.text.modality:TEXT",  # hcl_cli/text/modality.py
 }
 """Each modality's name, as ``card.json`` records it, and where its :class:`Modality` object lives."""
 
@@ -150,6 +152,10 @@ class Modality(Protocol):
         """The splits ``pretrain`` trains on (``labelled``: the run reads labels, so every sample needs one; a
         labelled run's splits are known without the card, which may be None then; ``transductive``: a labelled run
         under ``label_protocol transductive``, which on graphs reads the test split with its labels)."""
+
+    def encoder_data(self, folder: str | Path, card: Any) -> dict[str, str]:
+        """The sha256 of the prepared files that an encoder which embeds ``folder`` trained on: the folder's own (images,
+        graphs), or for a SentEval task the corpus whose vocabulary it reads (``embed`` refuses an encoder of other data)."""
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Samples, Tensor]:
         """The samples of ``splits``, in that order, on ``device``, and their int64 labels (-1: unlabelled)."""

@@ -48,6 +48,7 @@ SMALLEST: dict[str, list[str] | None] = {
     + ["--device", "cpu", "--threads", "1"],
     "bench_queue": ["--queue-sizes", "64", "--batch-size", "16", "--repeats", "1", "--warmup", "0", "--threads", "1"],
     "bench_samplers": ["--batch-size", "16", "--repeats", "1", "--runs", "1", "--warmup", "0", "--threads", "1"],
+    "bench_text_samplers": ["--corpus", "{corpus}", "--batch-size", "8", "--steps", "1", "--warmup", "0", "--repeats", "1"],
     "bench_sinkhorn_cpu": ["--archive", "{tu}", "--dataset", "TOY", "--batches", "1", "--repeats", "1", "--iterations", "5"],
     "check_cifar10_prepare": ["--archive", "{cifar}", "--sample", "2", "--expected-counts", str(10 * CIFAR_TRAIN), str(10 * CIFAR_TEST)],
     "reproduce": ["--name", "smoke", "--work", "{work}", "--device", "cpu", "--prepare", "dataset=digits,test_fraction=0.5"]
@@ -65,10 +66,12 @@ SMALLEST: dict[str, list[str] | None] = {
     "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves
     "official_hcl_image": None,  # the official code's harness: the same test, on a stand-in of the code
     "readme_sequences": None,  # a fresh clone through dvc repro and a sweep, minutes
+    "reproduce_sentences": None,  # HCL Table 2 / UnDiMix Table 4 on ../shared's books and SentEval: an hour and more
     "reproduce_graphs": None,  # the graph engineer's: tests/test_reproduce_graphs.py
     "step_counts": None,  # engineer B's (issue 28): tests/test_step_counts.py
 }
-"""Each benchmark module's smallest mode (``{cifar}``, ``{tu}``, ``{work}``: data made here), or None where a run is not a test."""
+"""Each benchmark module's smallest mode (``{cifar}``, ``{tu}``, ``{work}``: data made here; ``{corpus}``: the repository's
+data/text), or None where a run is not a test."""
 SLOW = {"bench_cpu_precision", "bench_gin", "bench_help", "bench_knn_memory"}
 """Smallest modes of several seconds: interpreters started for their start-up time or memory, a ResNet-18 step."""
 NEEDS = {"bench_peer": "lightly"}
@@ -141,6 +144,7 @@ def test_every_benchmark_imports_and_parses_its_arguments(module_name: str, caps
 )
 def test_every_benchmark_runs_its_smallest_mode(module_name: str, results: Path, cifar_archive: Path, tmp_path: Path) -> None:
     places = {"cifar": str(cifar_archive), "tu": str(write_toy_tu(tmp_path / "tu")), "work": str(tmp_path / "work")}
+    places["corpus"] = str(ROOT / "data" / "text")
     argv = [argument.format(**places) for argument in SMALLEST[module_name] or []]
     try:
         run_main(module_name, argv)

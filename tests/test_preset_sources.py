@@ -51,6 +51,7 @@ MOCO = {
     "projection_batchnorm": False,
 }
 UNDIMIX = {"epochs": 400, "batch_size": 256, "lr": 1e-3, "temperature": 0.5, "arch": "resnet50"}
+APP_A = {"batch_size": 400, "lr": 5e-4, "optimizer": "adam", "arch": "qt-gru"}
 LITERAL = {"sampler": "undimix", "undimix_uncertainty": "literal", "undimix_diversity": "negative-view"}
 
 SOURCES: dict[str, tuple[dict[str, Any], str]] = {
@@ -164,6 +165,15 @@ SOURCES: dict[str, tuple[dict[str, Any], str]] = {
         f"undimix-{data}": ({**UNDIMIX, **LITERAL, "undimix_learned": True}, "App. E, Table 7 (CE)")
         for data in ("cifar10", "cifar100", "tinyimagenet")
     },
+    # Sentences: UnDiMix App. A's training ("Adam optimizer, batch size of 400, learning rate of 5x10^-4, and sequence
+    # length of 30"), HCL Table 2's and UnDiMix Table 4's rows.
+    "hcl-sentences-qt": ({**APP_A, "sampler": "ucl"}, "HCL Table 2 'QT (beta = 0, tau+ = 0)'; UnDiMix App. A"),
+    "hcl-sentences-debiased": ({**APP_A, "sampler": "debiased", "tau_plus": 0.01}, "HCL Table 2 'Debiased (tau+ = 0.01)'"),
+    "hcl-sentences-hard-beta1": ({**APP_A, "sampler": "hucl", "beta": 1.0, "tau_plus": 0.0}, "HCL Table 2 'Hard (beta = 1, tau+ = 0)'"),
+    "hcl-sentences-hard-beta2": ({**APP_A, "sampler": "hucl", "beta": 2.0, "tau_plus": 0.0}, "HCL Table 2 'Hard (beta = 2, tau+ = 0)'"),
+    "undimix-sentences-qt": ({**APP_A, "sampler": "ucl"}, "UnDiMix Table 4 'QT'"),
+    "undimix-sentences-hcl": ({**APP_A, "sampler": "hucl"}, "UnDiMix Table 4 'HCL' (its beta and tau+ unstated)"),
+    "undimix-sentences-undimix": ({**APP_A, "sampler": "undimix"}, "UnDiMix Table 4 'UnDiMix'"),
 }
 
 REPORTED: dict[str, str] = {

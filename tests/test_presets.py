@@ -16,7 +16,7 @@ from hcl_cli import cli
 from hcl_cli.cli import main
 from hcl_cli.config import STAGE_CONFIGS, LinearConfig, PretrainConfig
 from hcl_cli.params import default_params_yaml, stage_params
-from hcl_cli.presets import CONFIGS, GRAPH_PRESETS, MACHINE_KEYS, PAPER_LINEAR, PRESETS, Preset, listing
+from hcl_cli.presets import CONFIGS, GRAPH_PRESETS, MACHINE_KEYS, PAPER_LINEAR, PRESETS, SENTENCE_PRESETS, Preset, listing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,8 +36,17 @@ def params_file(tmp_path: Path) -> Path:
     return tmp_path / "params.yaml"
 
 
-IMAGE_PRESETS = {name: preset for name, preset in PRESETS.items() if preset not in GRAPH_PRESETS}
-"""The image presets (the graph presets are checked in tests/test_graph_presets.py)."""
+IMAGE_PRESETS = {name: preset for name, preset in PRESETS.items() if preset not in GRAPH_PRESETS + SENTENCE_PRESETS}
+"""The image presets (the graph presets are checked in tests/test_graph_presets.py, the sentence ones below)."""
+
+
+@pytest.mark.parametrize("preset", SENTENCE_PRESETS, ids=[preset.name for preset in SENTENCE_PRESETS])
+def test_every_sentence_preset_trains_quick_thought_as_undimix_app_a_states(preset: Preset) -> None:
+    groups = preset.groups()
+    pretrain = PretrainConfig(**groups["pretrain"])
+    assert (pretrain.arch, pretrain.optimizer, pretrain.lr, pretrain.batch_size, pretrain.context) == ("qt-gru", "adam", 5e-4, 400, 1)
+    assert pretrain.ignored_changes() == [] and groups["prepare"]["dataset"] == "text" and groups["linear"]["protocol"] == "senteval"
+    assert re.fullmatch(r"\d+\.\d", preset.top1) and "SICK is not available" in preset.note
 
 
 @pytest.mark.parametrize("preset", IMAGE_PRESETS.values(), ids=list(IMAGE_PRESETS))
@@ -94,6 +103,11 @@ def test_the_presets_carry_the_papers_settings_and_numbers() -> None:
         "name": "MUTAG",
         "image_size": 64,
         "test_fraction": 0.25,
+        "vocab_size": 20000,
+        "min_count": 1,
+        "max_tokens": 30,
+        "task": "MR",
+        "corpus": "runs/prepared",
         "seed": 0,
     }
     methods = ["ucl", "hucl", "scl", "hscl-beta", "hscl-tau"]
@@ -247,7 +261,7 @@ def test_missing_groups_and_keys_are_added_and_a_flow_group_becomes_a_block(tmp_
         "linear": groups["linear"] | {"mine": 1},
     }
     assert params["prepare"]["image_size"] == 32 and params["pretrain"]["tau_plus"] == 0.1
-    assert "  dataset: stl10                # digits | cifar10 | cifar100 | stl10 | imagefolder | tu" in text.splitlines()
+    assert "  dataset: stl10                # digits | cifar10 | cifar100 | stl10 | imagefolder | tu | text | senteval" in text.splitlines()
 
 
 def test_a_missing_params_file_starts_from_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -287,7 +287,7 @@ def test_metrics_file_without_top1_names_the_file(tmp_path: Path, run_folder: Pa
         ("knn", {"temperature": "0.5"}, r"'temperature' must be a positive number \(got '0.5'\)"),
         ("knn", {"bank_chunk_size": True}, r"'bank_chunk_size' must be a positive integer \(got True\)"),
         ("knn", {"feature": "pixels"}, r"'feature' must be backbone or projection \(got 'pixels'\)"),
-        ("linear", {"protocol": "svd"}, r"'protocol' must be fixed, paper, svm \(got 'svd'\): run hcl linear-eval again"),
+        ("linear", {"protocol": "svd"}, r"'protocol' must be fixed, paper, svm, senteval \(got 'svd'\): run hcl linear-eval again"),
         ("linear", {"protocol": "svm", "svm_folds": None}, r"'svm_folds' is missing \(the setting it was measured with\)"),
     ],
 )

@@ -29,6 +29,7 @@ INPUTS = "inputs"
 """The key under which an artifact records what it was made from."""
 ROLES = {
     "prepared": "prepared dataset",
+    "corpus": "prepared text corpus",
     "encoder": "encoder",
     "embeddings": "embeddings",
     "training_log": "training log",

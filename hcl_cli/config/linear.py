@@ -57,8 +57,23 @@ class LinearConfig(StageConfig):
         "of freshly augmented train images through the frozen encoder, every epoch (--model, --data; needs optimizer adam; "
         "the papers use epochs 100, batch_size 512, lr 0.001, weight_decay 1e-6); "
         "svm (graphs): the graph papers' SVM, C chosen by an inner cross-validation within --svm-folds stratified folds over all "
-        "graphs (train and test) of the embeddings, --svm-repeats times.",
-        choices=("fixed", "paper", "svm"),
+        "graphs (train and test) of the embeddings, --svm-repeats times; "
+        "senteval (sentences): SentEval's logistic regression, L2 by inner cross-validation, --senteval-folds folds over every "
+        "item of MR, CR, SUBJ, MPQA, the train/test split of TREC and MRPC (MRPC on [|u-v|, u*v]); needs --data, the task's folder.",
+        choices=("fixed", "paper", "svm", "senteval"),
+    )
+    senteval_folds: int = param(
+        10,
+        "Protocol senteval: outer and inner folds (SentEval's kfold: 10).",
+        minimum=2,
+        maximum=100,
+        read_when=("protocol", ("senteval",)),
+    )
+    senteval_baselines: bool = param(
+        True,
+        "Protocol senteval: also read out the untrained encoder (the run's architecture and seed) and the mean untrained word "
+        "embeddings on the task, the baselines that say whether training helped.",
+        read_when=("protocol", ("senteval",)),
     )
     svm_folds: int = param(10, "Protocol svm: outer stratified folds (HCL App. D.2: 10).", minimum=2, maximum=1000, read_when=SVM)
     svm_repeats: int = param(
@@ -105,7 +120,7 @@ class LinearConfig(StageConfig):
     )
     embeddings: str = runtime(f"{RUNS}/data/embeddings.safetensors", "Embeddings from hcl embed (read by protocols fixed and svm).")
     model: str = runtime(f"{RUNS}/models/encoder.safetensors", "Encoder from hcl pretrain (read by protocol paper).")
-    data: str = runtime(PREPARED, "Prepared dataset folder (read by protocol paper).")
+    data: str = runtime(PREPARED, "Prepared dataset folder (read by protocols paper and senteval).")
     out: str = output_file(f"{RUNS}/metrics/linear.json", "Metrics JSON (top-1, top-5).")
     device: str = runtime("auto", "auto, cpu or cuda.", choices=DEVICES)
     threads: str = threads_option()

@@ -27,7 +27,7 @@ from hcl_cli.objectives.sampler_options import SamplerOptions
 from hcl_cli.objectives.schedules import LR_SCHEDULES
 from hcl_cli.option import Option
 
-ARCHS = ("auto", *IMAGE_ARCHS, "gin")
+ARCHS = ("auto", *IMAGE_ARCHS, "gin", "qt-gru")
 LABEL_PROTOCOLS = ("inductive", "transductive")
 """How pretraining on graphs meets the labels under a sampler that reads them (docs/protocol-graphs.md)."""
 TRANSDUCTIVE_LABELS = "transductive: the encoder saw the test labels"
@@ -56,7 +56,8 @@ class PretrainConfig(StageConfig):
     arch: str = param(
         "auto",
         "Encoder: small_cnn, resnet18, resnet50 (images), gin (graphs: InfoGraph's GIN, --gin-layers x --gin-hidden), "
-        "or auto (gin for graphs; small_cnn for images of 16 px or less, else resnet18).",
+        "qt-gru (sentences: quick-thought's two GRUs), or auto (gin for graphs, qt-gru for sentences; small_cnn for images "
+        "of 16 px or less, else resnet18).",
         choices=ARCHS,
     )
     gin_layers: int = param(
@@ -68,6 +69,19 @@ class PretrainConfig(StageConfig):
     )
     gin_hidden: int = param(
         32, "Graphs (arch gin): width of every GIN layer (HCL App. D.2: 32).", minimum=1, maximum=4096, modality="graph"
+    )
+    qt_hidden: int = param(
+        64, "Sentences: width of QT's GRUs f and g (CPU-sized; QT's uni-QT: 1200).", minimum=1, maximum=8192, modality="text"
+    )
+    word_dim: int = param(
+        64, "Sentences: width of each encoder's word embeddings (CPU-sized; QT: 300).", minimum=1, maximum=4096, modality="text"
+    )
+    context: int = param(
+        1,
+        "Sentences: the neighbours within this many places, in one document, are positives (QT: 1).",
+        minimum=1,
+        maximum=64,
+        modality="text",
     )
     projection_dim: int = param(
         PROJECTION_DIM,
@@ -91,15 +105,19 @@ class PretrainConfig(StageConfig):
         modality="image",
     )
     epochs: int = param(
-        60, "Training epochs (the default on graphs is HCL App. D.2's).", minimum=1, maximum=1_000_000, modality_defaults=(("graph", 200),)
+        60,
+        "Training epochs (on graphs, HCL App. D.2's; on sentences, passes over the corpus in windows of consecutive sentences).",
+        minimum=1,
+        maximum=1_000_000,
+        modality_defaults=(("graph", 200), ("text", 3)),
     )
     batch_size: int = param(
         256,
         "Samples per batch, at most the training set: images (each gives two views; a last partial batch is dropped) or graphs "
-        "(the last partial batch is kept; by default HCL App. D.2's).",
+        "(the last partial batch is kept; by default HCL App. D.2's) or sentences (consecutive ones; UnDiMix App. A's 400).",
         minimum=2,
         maximum=BATCH_LIMIT,
-        modality_defaults=(("graph", 128),),
+        modality_defaults=(("graph", 128), ("text", 400)),
     )
     queue_size: int = param(
         0,
@@ -132,9 +150,10 @@ class PretrainConfig(StageConfig):
     )
     lr: float = param(
         1e-3,
-        "Learning rate (the papers' Adam: 1e-3; MoCo-v2's SGD: 0.03); with a warm-up or a schedule, its peak.",
+        "Learning rate (the papers' Adam: 1e-3; MoCo-v2's SGD: 0.03; on sentences 3e-3, CPU-sized: UnDiMix App. A's 5e-4 learns nothing in a few hundred steps); with a warm-up or a schedule, its peak.",
         minimum=1e-8,
         maximum=10.0,
+        modality_defaults=(("text", 3e-3),),
     )
     weight_decay: float = param(
         1e-6,

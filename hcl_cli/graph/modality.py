@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from hcl_cli.artifacts.binding import prepared_sha256
 from hcl_cli.errors import InputError, UsageError
 from hcl_cli.graph.batch import GraphBatch, GraphBatcher
 from hcl_cli.graph.card import CARD_FILE, GraphCard, load_graph_card
@@ -113,6 +114,10 @@ class GraphModality:
         """Every graph, train and test, as InfoGraph's code trains, unless the run reads labels under the inductive
         protocol: then the train split alone (module docstring)."""
         return list(SPLITS) if transductive or not labelled else ["train"]
+
+    def encoder_data(self, folder: str | Path, card: Any) -> dict[str, str]:
+        """The folder's own files: an encoder embeds the data it trained on."""
+        return prepared_sha256(folder)
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[GraphSamples, Tensor]:
         dataset, card = load_prepared_graphs(folder)

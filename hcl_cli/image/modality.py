@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from hcl_cli.artifacts.binding import prepared_sha256
 from hcl_cli.errors import UsageError
 from hcl_cli.image.augment import build_eval_transform
 from hcl_cli.image.card import DatasetCard, load_card
@@ -48,6 +49,10 @@ class ImageModality:
         """The train split, and STL-10's unlabeled split unless the run reads labels (a labelled run needs no card); never
         the test split, so ``transductive`` changes nothing on images."""
         return ["train"] + (["unlabeled"] if not labelled and card is not None and "unlabeled" in card.counts else [])
+
+    def encoder_data(self, folder: str | Path, card: Any) -> dict[str, str]:
+        """The folder's own files: an encoder embeds the data it trained on."""
+        return prepared_sha256(folder)
 
     def load_samples(self, folder: str | Path, splits: Sequence[str], device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
         parts = [load_split(folder, split, device) for split in splits]

@@ -7,7 +7,8 @@ instead (the official code, by file and flag). Every value is checked against th
 it sets (:mod:`hcl_cli.config`); ``tests/test_preset_sources.py`` holds the table against a
 transcription of the sources. One module per paper family holds the table data
 (:mod:`~hcl_cli.presets.hcl`, :mod:`~hcl_cli.presets.jiang`, :mod:`~hcl_cli.presets.undimix`, and the graph
-tables in :mod:`~hcl_cli.presets.graphs`, held against their tables in ``tests/test_graph_presets.py``);
+tables in :mod:`~hcl_cli.presets.graphs`, held against their tables in ``tests/test_graph_presets.py``, and the sentence
+tables in :mod:`~hcl_cli.presets.sentences`);
 :mod:`~hcl_cli.presets.writer` writes a preset into a params file.
 
 The listing and the writing import no torch: ``hcl preset`` stays instant. ``hcl preset NAME`` plans
@@ -31,6 +32,7 @@ from hcl_cli.presets.base import CONFIGS, MACHINE_KEYS, PAPER_LINEAR, Preset
 from hcl_cli.presets.graphs import GRAPH_PRESETS
 from hcl_cli.presets.hcl import HCL_PRESETS
 from hcl_cli.presets.jiang import HSCL_PRESETS, OT_PRESETS
+from hcl_cli.presets.sentences import SENTENCE_PRESETS
 from hcl_cli.presets.undimix import UNDIMIX_PRESETS
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "MACHINE_KEYS",
     "PAPER_LINEAR",
     "PRESETS",
+    "SENTENCE_PRESETS",
     "Preset",
     "apply",
     "estimate",
@@ -49,7 +52,9 @@ __all__ = [
     "rows",
 ]
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in HCL_PRESETS + HSCL_PRESETS + OT_PRESETS + UNDIMIX_PRESETS + GRAPH_PRESETS}
+PRESETS: dict[str, Preset] = {
+    preset.name: preset for preset in HCL_PRESETS + HSCL_PRESETS + OT_PRESETS + UNDIMIX_PRESETS + GRAPH_PRESETS + SENTENCE_PRESETS
+}
 """Every preset by name, in the order ``hcl preset`` lists them."""
 
 COLUMNS = ("name", "paper", "table / figure", "dataset", "top-1 (%)")
@@ -119,5 +124,7 @@ def estimate(name: str) -> str:
 
     cost = estimate_cost(lookup(name))
     if cost is None:
-        return "cost: not estimated for graphs (it depends on the graphs); hcl pretrain estimates its time after its first step\n"
+        return (
+            "cost: not estimated for graphs or sentences (it depends on the data); hcl pretrain estimates its time after its first step\n"
+        )
     return cost.describe()

@@ -62,9 +62,10 @@ def run(config: EmbedConfig) -> None:
         model, stats, encoder, inputs = initial_encoder(config, modality, card, device)
     else:
         model, sidecar = modality.load_encoder(config.model, device)
-        check_made_from(f"--model {shown(config.model)}", sidecar.inputs, "prepared", f"--data {shown(config.data)}", prepared)
+        trained_on = modality.encoder_data(config.data, card)
+        check_made_from(f"--model {shown(config.model)}", sidecar.inputs, "prepared", f"--data {shown(config.data)}", trained_on)
         modality.check_fits(model, card, config.model, config.data)
-        stats, inputs = sidecar, {"encoder": sidecar.sha256}
+        stats, inputs = sidecar, {"encoder": sidecar.sha256} | ({"corpus": trained_on} if trained_on != prepared else {})
         encoder = {"config": sidecar.config, "arch": sidecar.arch, "epoch": sidecar.epoch, "inputs": sidecar.inputs}
     source = f"--init {shown(config.init)}" if config.init else f"--model {shown(config.model)}"
     tensors: dict[str, Tensor] = {}

@@ -8,11 +8,14 @@ records the augmentation in the metrics artifact (:mod:`hcl_cli.metrics`).
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
-from hcl_cli.artifacts import check_made_from, check_outputs_apart, prepared_sha256
+from hcl_cli.artifacts import check_made_from, check_outputs_apart, prepared_sha256, read_inputs
+from hcl_cli.artifacts.files import read_json
+from hcl_cli.artifacts.tensors import sidecar_path
 from hcl_cli.config.base import CUDA_THREADS, parse_threads
 from hcl_cli.config.linear import LinearConfig, parse_c_grid
 from hcl_cli.config.pretrain import TRANSDUCTIVE_LABELS, label_protocol_of
@@ -28,6 +31,10 @@ from hcl_cli.linear import augmented_readout, linear_readout
 from hcl_cli.logs import LOG
 from hcl_cli.metrics import EvaluationMetrics, check_metrics_replaceable, save_metrics, topk_accuracy
 from hcl_cli.runtime import resolve_device, set_cpu_threads
+from hcl_cli.text.prepared import load_text_card
+from hcl_cli.text.readout import task_readout
+from hcl_cli.text.senteval import CROSS_VALIDATED
+from hcl_cli.text.tasks import baseline_features, task_features, top5_accuracy
 
 
 def run(config: LinearConfig) -> None:
@@ -35,10 +42,12 @@ def run(config: LinearConfig) -> None:
     for warning in config.unread_changes():
         LOG.warning(f"hcl linear-eval: warning: {warning}")
     inputs = {"--model": config.model, "--data": config.data} if config.protocol == "paper" else {"--embeddings": config.embeddings}
+    if config.protocol == "senteval":
+        inputs["--data"] = config.data
     check_outputs_apart(inputs, {"--out": config.out})
     check_metrics_replaceable(config.out, "linear-eval")
-    if config.protocol == "svm":
-        svm_metrics(config)
+    if config.protocol in PROTOCOLS_ON_EMBEDDINGS:
+        PROTOCOLS_ON_EMBEDDINGS[config.protocol](config)
         return
     device = resolve_device(config.device)
     set_cpu_threads(parse_threads(config.threads), device, CUDA_THREADS)
@@ -87,6 +96,40 @@ def svm_metrics(config: LinearConfig) -> None:
     )
 
 
+def senteval_metrics(config: LinearConfig) -> None:
+    """SentEval's protocol (:func:`~hcl_cli.text.readout.task_readout`) on a task's embeddings, with the task's folder
+    ``--data`` naming the task, its pairs and its items' order (:func:`~hcl_cli.text.tasks.task_features`). ``top1`` is the
+    task's accuracy; ``top5`` the share of test items whose label is among the classifier's five likeliest (1 for tasks of
+    five classes or fewer); ``details.senteval`` records the folds, the C grid and chosen C, MRPC's F1, the seed and, with
+    ``senteval_baselines``, the same readout of the untrained encoder and of the mean word embeddings
+    (:func:`~hcl_cli.text.tasks.baseline_features`)."""
+    card = load_text_card(config.data)
+    if card.task is None:
+        raise UsageError(
+            f"--protocol senteval reads a SentEval task, but --data {shown(config.data)} is a text corpus: give the task's folder"
+        )
+    data = load_embeddings(config.embeddings, config.feature)
+    made_from = read_inputs(read_json(sidecar_path(config.embeddings), what="embeddings sidecar"), config.embeddings)
+    embedded = f"--embeddings {shown(config.embeddings)}"
+    check_made_from(embedded, made_from, "prepared", f"--data {shown(config.data)}", prepared_sha256(config.data))
+    features, labels, splits, seconds = task_features(card, config.data, (data.train_x, data.train_y), (data.test_x, data.test_y))
+    result = task_readout(card.task, features, labels, splits, seconds, seed=config.seed, folds=config.senteval_folds)
+    baselines = {}
+    for name, (train, test) in (baseline_features(config.data, data.encoder_config) if config.senteval_baselines else {}).items():
+        baseline = task_readout(card.task, *task_features(card, config.data, train, test), seed=config.seed, folds=config.senteval_folds)
+        baselines[name] = {"accuracy": baseline.accuracy, "f1": baseline.f1}
+    details = {"senteval": {"task": card.task, **asdict(result), "baselines": baselines}}
+    top5 = 1.0 if len(card.classes) <= 5 else max(result.accuracy, top5_accuracy(features, labels, splits, result.chosen_c[0], config.seed))
+    test_size = len(labels) if card.task in CROSS_VALIDATED else splits.count("test")
+    save_metrics(
+        config.out, EvaluationMetrics.measured({1: result.accuracy, 5: top5}, test_size, config, data.scored, details), "linear-eval"
+    )
+    f1 = f", F1 {result.f1:.4f}" if result.f1 is not None else ""
+    LOG.info(
+        f"hcl linear-eval: wrote {shown(config.out)}: SentEval {card.task} accuracy {result.accuracy:.4f}{f1} ({config.feature} features)"
+    )
+
+
 def inductive_svm_metrics(config: LinearConfig, data: EvalSet) -> None:
     """The inductive protocol's readout (docs/protocol-graphs.md): the SVM, C by the inner search, fitted on the train
     split's embeddings (the graphs, and the labels, the encoder pretrained on) and scored on the test split's, which the
@@ -111,6 +154,10 @@ def inductive_svm_metrics(config: LinearConfig, data: EvalSet) -> None:
         f"hcl linear-eval: wrote {config.out}: SVM accuracy {fold.accuracy:.4f} on the {test_size} test graphs, fitted on the "
         f"{len(data.train_y)} train graphs (inductive: the encoder read the train labels only; {config.feature} features)"
     )
+
+
+PROTOCOLS_ON_EMBEDDINGS = {"svm": svm_metrics, "senteval": senteval_metrics}
+"""The protocols that read ``hcl embed``'s embeddings with a readout of their own, by ``--protocol``."""
 
 
 def fixed_scores(config: LinearConfig, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any], dict[str, Any]]:

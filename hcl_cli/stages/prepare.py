@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -31,6 +31,7 @@ from hcl_cli.artifacts import (
     write_owned_folder_manifest,
 )
 from hcl_cli.config.prepare import PrepareConfig
+from hcl_cli.download import sha256_of
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.graph.data import build_dataset
 from hcl_cli.graph.fetch import tu_source
@@ -41,6 +42,12 @@ from hcl_cli.image.data import SourceDataset, load_source
 from hcl_cli.image.prepared import SPLIT_KIND
 from hcl_cli.interrupts import uninterrupted
 from hcl_cli.logs import LOG
+from hcl_cli.text.corpus import read_corpus
+from hcl_cli.text.prepared import FOLDER_FILES as TEXT_FILES
+from hcl_cli.text.prepared import load_text_card, write_prepared_corpus
+from hcl_cli.text.senteval import read_task, task_files
+from hcl_cli.text.senteval_fetch import senteval_source
+from hcl_cli.text.tasks import TASK_FILES, write_prepared_task
 
 STATISTICS_VALUES = 2**24
 """Pixel values converted to float64 at a time for the channel statistics: 128 MiB a block, whatever the image size
@@ -54,8 +61,8 @@ def run(config: PrepareConfig) -> None:
     out = Path(config.out)
     check_outputs_apart({"--path": config.path} if config.dataset != "digits" else {}, {"--out": out})
     _check_replaceable(out)
-    if config.dataset == "tu":
-        prepare_graphs(config, out)
+    if config.dataset in PREPARERS:
+        PREPARERS[config.dataset](config, out)
         return
     phase(f"reading {config.dataset}" + (f" from {shown(config.path)}" if config.dataset != "digits" else ""))
     dataset = load_source(config)
@@ -90,6 +97,46 @@ def prepare_graphs(config: PrepareConfig, out: Path) -> None:
         f"hcl prepare: wrote {shown(out)}: {shown(card.name)}, {counts} graphs of {card.avg_nodes:.1f} nodes on average, "
         f"{card.feature_dim} node features ({card.features}), {card.num_classes} classes"
     )
+
+
+def prepare_text(config: PrepareConfig, out: Path) -> None:
+    """Read the text corpus in ``config.path`` (:func:`~hcl_cli.text.corpus.read_corpus`) and write the prepared text folder
+    (:func:`~hcl_cli.text.prepared.write_prepared_corpus`: token ids, documents, the vocabulary, the card), under the same rules."""
+    phase(f"reading the text corpus in {shown(config.path)}")
+    files = read_corpus(Path(config.path))
+    for file in files:
+        if file.encoding != "utf-8":
+            LOG.info(f"hcl prepare: note: {shown(file.name)} is not UTF-8: read as {file.encoding}")
+    phase(f"writing {shown(out)}")
+    with _staging_folder(out, list(TEXT_FILES)) as staging:
+        card = write_prepared_corpus(staging, files, str(config.path), config.vocab_size, config.min_count, config.max_tokens)
+    LOG.info(
+        f"hcl prepare: wrote {shown(out)}: {card.counts['train']} sentences in {card.documents} documents, {card.tokens} tokens, "
+        f"a vocabulary of {card.vocab_size} ({card.unknown_share:.1%} of tokens unknown), {card.truncated} sentences cut at {card.max_tokens} tokens"
+    )
+
+
+def prepare_senteval(config: PrepareConfig, out: Path) -> None:
+    """Read SentEval's ``config.task`` from ``config.path`` (fetched into it first where it holds none of the task's files:
+    :func:`~hcl_cli.text.senteval_fetch.senteval_source`) and write it under ``config.corpus``'s vocabulary
+    (:func:`~hcl_cli.text.tasks.write_prepared_task`), under the same rules."""
+    check_outputs_apart({"--corpus": config.corpus}, {"--out": out})
+    load_text_card(config.corpus)  # a one-line error before reading the task where --corpus is no prepared corpus
+    source = senteval_source(Path(config.path), config.task)
+    phase(f"reading SentEval's {config.task} from {shown(source)}")
+    task = read_task(source, config.task)
+    files = {name: sha256_of(source / name) for name in task_files(config.task)}
+    phase(f"writing {shown(out)}")
+    with _staging_folder(out, list(TASK_FILES)) as staging:
+        card = write_prepared_task(staging, task, files, str(source), Path(config.corpus))
+    LOG.info(
+        f"hcl prepare: wrote {shown(out)}: SentEval's {card.task}, train {card.counts['train']} and test {card.counts['test']} sentences, "
+        f"{len(card.classes)} classes, under {shown(config.corpus)}'s vocabulary ({card.unknown_share:.1%} of tokens unknown)"
+    )
+
+
+PREPARERS: dict[str, Callable[[PrepareConfig, Path], None]] = {"tu": prepare_graphs, "text": prepare_text, "senteval": prepare_senteval}
+"""The datasets whose prepare writes another modality's folder than images', by ``--dataset``."""
 
 
 def phase(text: str) -> None:

@@ -50,6 +50,7 @@ from hcl_cli.report.figures import hard_negative_figure, pretrain_logs, similari
 from hcl_cli.report.inputs import METRIC_FILES, Recorded, check_one_run, check_training_log, read_encoder, read_metric_files, read_prepared
 from hcl_cli.report.markdown import MetricRow, figure_section, metric_section, protocol_section, run_section, title_line
 from hcl_cli.report.parameters import parameter_section
+from hcl_cli.report.sentences import sentence_metrics, sentence_report
 from hcl_cli.report.writer import FIGURES_FOLDER, publish, report_folder
 
 
@@ -80,6 +81,10 @@ def run(config: ReportConfig) -> None:
         if inputs[option]:  # "": none given (--params-file by hand)
             check_kind(option, Path(inputs[option]), folder=option in ("--metrics", "--plots", "--data"))
     with report_folder(out):
+        if metrics_folder.is_dir() and (tasks := sentence_metrics(metrics_folder)):
+            publish(out, sentence_report(config.title, tasks, config.model if Path(config.model).is_file() else None), {})
+            LOG.info(f"hcl report: wrote {out}: SentEval's {', '.join(tasks)}")
+            return
         metrics = read_metric_files(metrics_folder)
         prepared = read_prepared(Path(config.data), metrics, metrics_folder) if Path(config.data).is_dir() else None
         encoder = read_encoder(Path(config.model), prepared) if Path(config.model).is_file() else None

@@ -18,12 +18,14 @@ from hcl_cli.distributed import DistributedContext
 from hcl_cli.graph import step as graph_step
 from hcl_cli.image import step as image_step
 from hcl_cli.modality import Modality, Step
+from hcl_cli.text import step as text_step
 
 Builder = Callable[[PretrainConfig, Any, DistributedContext], tuple[nn.Module, Step]]
 
 TRAINING_BUILDERS: dict[str, Builder] = {
     "image": image_step.build_training,  # SimCLR-style two views: hcl_cli/image/step.py
     "graph": graph_step.build_training,  # InfoGraph, nodes against graphs: hcl_cli/graph/step.py
+    "text": text_step.build_training,  # quick-thought, consecutive sentences: hcl_cli/text/step.py
 }
 
 
