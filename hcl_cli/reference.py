@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hcl_cli.config import STAGE_CONFIGS
 from hcl_cli.metrics import EvaluationMetrics
 from hcl_cli.stats import wilson_interval
 
@@ -119,15 +120,28 @@ def is_reference_run(params: Mapping[str, Mapping[str, Any]], reference: Referen
     """Whether a run's recorded parameters (by stage: prepare, pretrain, knn, linear) are those of the reference run.
 
     Each stage's recorded values must equal the reference run's (prepare records only what its card
-    holds, so only those keys are compared there; every other stage records all of its parameters).
+    holds, so only those keys are compared there; every other stage records all of its parameters). An option declared
+    since the reference was measured counts when it is at its default, which leaves a run as it was (the sentence
+    modality's options on a digits run, say).
     """
     for stage, expected in reference.params.items():
         recorded = params.get(stage)
-        if recorded is None or (stage != "prepare" and set(recorded) != set(expected)):
+        if recorded is None or (stage != "prepare" and not set(expected) <= set(recorded)):
             return False
-        if any(key not in expected or recorded[key] != expected[key] for key in recorded):
+        defaults = added_defaults(stage, expected)
+        if any(recorded[key] != expected[key] if key in expected else defaults.get(key, _ABSENT) != recorded[key] for key in recorded):
             return False
     return True
+
+
+_ABSENT = object()
+
+
+def added_defaults(stage: str, expected: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults of ``stage``'s options that the reference run did not record (declared after it was measured)."""
+    configs = {config.group: config for config in STAGE_CONFIGS}
+    defaults = configs[stage]().params() if stage in configs else {}
+    return {key: value for key, value in defaults.items() if key not in expected}
 
 
 def reproduction_note(
