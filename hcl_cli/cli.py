@@ -316,7 +316,10 @@ def table(
             help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5."
         ),
     ] = "table2,table5",
-    seeds: Annotated[int, typer.Option(help="Run seeds 0..N-1 of every method.")] = 10,
+    seeds: Annotated[
+        int | None,
+        typer.Option(help="Run seeds 0..N-1 of every method (default 10); with --verify, rerun each row's first N seeds (default all)."),
+    ] = None,
     epochs: Annotated[int | None, typer.Option(help="Train this many epochs instead of the presets' 200 (a smoke run).")] = None,
     data: Annotated[
         str, typer.Option(help="The TU data: a folder (data/raw: the shipped and fetched tu/NAME.zip), a zip or a tar archive.")
@@ -340,8 +343,12 @@ def table(
         str | None,
         typer.Option(
             metavar="FILE",
-            help="Rerun one seed (0) of every row of the results FILE at this commit, say per row whether it is equal, write verify_FILE beside it.",
+            help="Rerun the seeds of every row of the results FILE at this commit, say per row whether the rerun's mean agrees with the recorded one (95% interval of the difference contains 0, difference under --tolerance) and, on the recorded run's commit and CPU, whether its weights are bitwise equal; write verify_FILE beside it.",
         ),
+    ] = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(help="With --verify: the largest difference of means (accuracy points) read as the same experiment (default 3)."),
     ] = None,
     rows: Annotated[
         str,
@@ -355,17 +362,18 @@ def table(
     from hcl_cli.stages import table as table_stage
 
     if verify is not None:
-        table_stage.verify(Path(verify), Path(data), threads=threads, rows=tuple(filter(None, rows.split(","))))
+        selected = tuple(filter(None, rows.split(",")))
+        table_stage.verify(Path(verify), Path(data), threads=threads, rows=selected, seeds=seeds, tolerance=tolerance)
         return
-    if rows:
-        raise UsageError("--rows selects rows of a verification: give it with --verify")
+    if rows or tolerance is not None:
+        raise UsageError(f"{'--rows' if rows else '--tolerance'} belongs to a verification: give it with --verify")
     if name is None:
         raise UsageError("--name is required (but with --verify)")
     request = table_stage.TableRequest(
         name=name,
         datasets=tuple(filter(None, datasets.split(","))),
         methods=tuple(filter(None, methods.split(","))),
-        seeds=seeds,
+        seeds=10 if seeds is None else seeds,
         epochs=epochs,
         data=Path(data),
         out=Path(out),

@@ -45,6 +45,7 @@ from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.presets import graphs as presets
 from hcl_cli.provenance import portable, run_identity
 from hcl_cli.stages import prepare
+from hcl_cli.tables.agreement import DEFAULT_TOLERANCE
 from hcl_cli.tables.markdown import markdown
 from hcl_cli.tables.methods import Method, expand, method
 from hcl_cli.tables.runs import Prepared, load_prepared, run_one
@@ -117,8 +118,10 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
     unknown = [d for d in request.datasets if d not in presets.TU_DATASETS]
     if unknown or not request.datasets:
         raise UsageError(f"--datasets {','.join(unknown) or '(none)'}: expected some of {', '.join(presets.TU_DATASETS)}")
-    if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1 or request.time_budget < 0:
-        raise UsageError("--seeds, --epochs and --threads must be at least 1, --time-budget at least 0")
+    if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1:
+        raise UsageError("--seeds, --epochs and --threads must be at least 1")
+    if not (math.isfinite(request.time_budget) and request.time_budget >= 0):
+        raise UsageError(f"--time-budget must be a finite number of seconds, at least 0 (got {request.time_budget})")
     if request.protocol not in LABEL_PROTOCOLS:
         raise UsageError(f"--protocol {request.protocol!r}: expected one of {', '.join(LABEL_PROTOCOLS)}")
     if not request.data.exists():
@@ -209,10 +212,17 @@ def run(request: TableRequest) -> dict[str, Any]:
 
 
 def verify(
-    results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1, rows: tuple[str, ...] = ()
+    results: Path,
+    data: Path = Path("data/raw"),
+    work: Path | None = None,
+    threads: int = 1,
+    rows: tuple[str, ...] = (),
+    seeds: int | None = None,
+    tolerance: float | None = None,
 ) -> dict[str, Any]:
-    """Rerun one seed of the rows of the results file ``results`` that ``rows`` names (all where it names none) at the
-    current commit (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and
+    """Rerun the first ``seeds`` seeds (all where None) of the rows of the results file ``results`` that ``rows`` names
+    (all where it names none) at the current commit and judge each row's mean against the recorded one within
+    ``tolerance`` (accuracy points, :data:`~hcl_cli.tables.agreement.DEFAULT_TOLERANCE` where None; :func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and
     return it. Every write holds ``WORK/record.lock`` and joins the record as it then stands, so parts with disjoint
     ``rows`` run side by side in one folder join in one record; a rerun after a stop keeps the rows checked at the same
     clean commit."""
@@ -221,6 +231,9 @@ def verify(
     result = read_json(results, None)
     if not isinstance(result, dict) or not isinstance(result.get("datasets"), dict):
         raise UsageError(f"--verify {shown(results)}: not a table's results file (no datasets in it)")
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    if (seeds is not None and seeds < 1) or threads < 1 or not (math.isfinite(tolerance) and tolerance > 0):
+        raise UsageError(f"--seeds and --threads must be at least 1, --tolerance a finite number above 0 (got {tolerance})")
     torch.set_num_threads(threads)
     folder = work or Path("runs/tables/verify") / results.stem
     path = record_path(results)
@@ -237,10 +250,13 @@ def verify(
                 save_text(path, json.dumps(record, indent=2) + "\n")
             return record
 
-    record = verification(
-        result, results.name, lambda tu_name: prepared(folder, tu_name, data), folder / "scratch", rows=rows, update=update
+    load = lambda tu_name: prepared(folder, tu_name, data)  # noqa: E731
+    record = verification(result, results.name, load, folder / "scratch", rows=rows, update=update, seeds=seeds, tolerance=tolerance)
+    print(
+        f"hcl table: {record['agree']} of {record['checked']} rows checked of the {record['total']} of {shown(results)} agree with "
+        f"their record (tolerance {tolerance:g} points); wrote {shown(path)}",
+        flush=True,
     )
-    print(f"hcl table: {record['equal']} of {record['total']} rows of {shown(results)} rerun equal; wrote {shown(path)}", flush=True)
     return record
 
 
