@@ -179,6 +179,7 @@ def main() -> None:
                     prefix=PREFIX,
                     writer=write_benchmark_result,
                     markdown_file=False,
+                    owned=False,
                 )
             )
     except HclError as exc:

@@ -48,6 +48,7 @@ from hcl_cli.stages import prepare
 from hcl_cli.tables.agreement import DEFAULT_TOLERANCE
 from hcl_cli.tables.markdown import markdown
 from hcl_cli.tables.methods import Method, expand, method
+from hcl_cli.tables.owned import check_owned, write_owned
 from hcl_cli.tables.runs import Prepared, load_prepared, run_one
 from hcl_cli.tables.summary import runs_in_results, table
 from hcl_cli.tables.verify import record_path, verification
@@ -72,12 +73,12 @@ Writer = Callable[[Path, dict[str, Any]], None]
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` whole (a temporary sibling renamed into place), after the invocation's provenance."""
+    """Write ``payload`` to ``path`` whole, after the invocation's provenance, as hcl's own (:mod:`hcl_cli.tables.owned`)."""
     header = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])]),
     }
-    save_text(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")
+    write_owned(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class TableRequest:
     writer: Writer = field(default=write_json, compare=False)
     markdown_file: bool = True
     """Whether to write ``OUT/NAME.md`` beside the results (the benchmarks' folder keeps JSON only)."""
+    owned: bool = True
+    """Whether ``OUT``'s results files are hcl's by its record there (:mod:`hcl_cli.tables.owned`); the benchmarks' folder
+    is git's (its results files are committed)."""
 
     def results_file(self, name: str) -> Path:
         return self.out / f"{self.prefix}{name}.json"
@@ -133,6 +137,8 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
 def run(request: TableRequest) -> dict[str, Any]:
     """Run what is missing of the table ``request`` names, write its results file and Markdown, and return the results."""
     methods = check(request)
+    if request.owned:
+        check_owned(request.results_file(request.name), request.markdown_file, {name: request.results_file(name) for name in request.merge})
     torch.set_num_threads(request.threads)
     started = time.monotonic()
     deadline = started + request.time_budget if request.time_budget else math.inf
@@ -204,7 +210,7 @@ def run(request: TableRequest) -> dict[str, Any]:
     request.writer(path, result)
     text = markdown(result)
     if request.markdown_file:
-        save_text(path.with_suffix(".md"), text)
+        write_owned(path.with_suffix(".md"), text, markdown=True)
     print(text, end="", flush=True)
     if stopped:
         raise TableStopped(f"{stopped}; wrote {shown(path)} with the runs done: rerun the same command to continue")
