@@ -226,6 +226,7 @@ def test_the_docs_deviations_table_names_what_the_presets_run_differently() -> N
     assert "`type=bool`" in rows["H-SCL weight gradient"] and "gradient_imp == False" in rows["H-SCL weight gradient"]
     assert "401 epochs" in rows["HCL-OT epochs"]
     assert "Un-Mix" in rows["UnDiMix base"] and "once per epoch" in rows["MoCo-v2 cosine schedule"]
+    assert "0 at step 0" in rows["learning-rate warm-up"] and "one step ahead" in rows["learning-rate warm-up"]
     assert "MoCo-v2 optimiser and head" not in rows, "the MoCo-v2 presets run MoCo-v2's SGD, schedule and head"
     assert {
         "MoCo-v2 BatchNorm shuffle",
