@@ -95,6 +95,10 @@ def test_the_verification_column_says_per_row_whether_its_rerun_agrees_and_where
     record["rows"][1].update(
         recorded_cpus=["AMD EPYC"], bitwise="differs", rerun_commit="84d5f0b5e6aa", rerun_machine={"cpu_model": "Xeon"}
     )
+    lines = markdown(result, record).splitlines()  # every row checked by distribution reran at 84d5f0b: the heading's commit
+    assert lines[0].endswith("contains 0) at 84d5f0b5e6 |")
+    assert lines[3].endswith("(2 seeds; weights bitwise differs; made on AMD EPYC, rerun on Xeon) |")
+    record["rows"][0].update(rerun_commit="0123456789abcdef", rerun_dirty=True)  # two commits: the record's heads the column
     assert (
         markdown(result, record)
         .splitlines()[3]
@@ -376,6 +380,8 @@ def test_the_adam_rounding_benchmark_reruns_a_row_with_each_optimizer(tmp_path: 
     record = json.loads((tmp_path / "out" / "adam_rounding.json").read_text())
     (rerun,) = record["rows"]
     assert rerun["recorded"] == 50.0 and {"fused_adam_now", "single_tensor_adam_now"} <= rerun.keys() and record["protocol"] == "inductive"
+    assert rerun["fused_weights_sha256"] != rerun["single_tensor_weights_sha256"], "the two Adams round apart"
+    assert "not a test of equal encoders" in record["reading"]
 
 
 def test_a_fig7_table_compares_undimix_with_its_infograph_and_with_hcl_and_answers_the_paper_s_sentence() -> None:

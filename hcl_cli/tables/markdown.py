@@ -195,18 +195,23 @@ def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None)
 
 
 def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[tuple[str, str], str]] | None:
-    """The column a verification record adds: its heading (the record's commit and tolerance) and per (dataset, row) its
+    """The column a verification record adds: its heading (the tolerance, and the commit every row checked by distribution
+    reran at where they share one, else the record's) and per (dataset, row) its
     cell, the verdict by distribution (:mod:`~hcl_cli.tables.agreement`) with both means and the interval, bitwise
     where known, and where the row reran when that is not the record's commit and CPU; a row of a record from before
     the distribution check says what its one seed gave."""
     if not verification:
         return None
-    commit = (verification.get("commit") or "?")[:10] + ("+dirty" if verification.get("dirty") else "")
+    checked = {
+        (row["rerun_commit"], bool(row.get("rerun_dirty"))) for row in verification["rows"] if "agrees" in row and row.get("rerun_commit")
+    }
+    heading = checked.pop() if len(checked) == 1 else (verification.get("commit"), bool(verification.get("dirty")))
+    commit = (heading[0] or "?")[:10] + ("+dirty" if heading[1] else "")
     tolerances = sorted({row["tolerance"] for row in verification["rows"] if "tolerance" in row})
     cells = {}
     for row in verification["rows"]:
         there = (row.get("rerun_commit"), bool(row.get("rerun_dirty")))
-        elsewhere = there[0] is not None and there != (verification.get("commit"), bool(verification.get("dirty")))  # another part's
+        elsewhere = there[0] is not None and there != heading  # another part's
         rerun_at = f"rerun at {there[0][:10]}{'+dirty' if there[1] else ''}" if elsewhere else ""
         if "agrees" not in row:
             said = "equal" if row.get("equal") else f"{row.get('recorded')} recorded, {row.get('now')} now"
