@@ -181,3 +181,11 @@ def test_the_docs_no_longer_say_the_optimizer_alone_explains_the_label_samplers_
     for name in ("adam_rounding", "adam_rounding_fig3"):
         assert "not a test of equal encoders" in json.loads((ROOT / "benchmarks" / "results" / f"{name}.json").read_text())["reading"]
     assert "a 2-seed smoke run" in " ".join(page("protocol-graphs").split())
+
+
+def test_the_help_states_the_tolerance_verify_uses() -> None:
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, "-m", "hcl_cli", "table", "--help"], capture_output=True, text=True, check=True, timeout=120)
+    assert f"(default {DEFAULT_TOLERANCE:g})" in " ".join(shown.stdout.split())
