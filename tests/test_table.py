@@ -105,7 +105,7 @@ def test_the_verification_column_says_per_row_whether_its_rerun_agrees_and_where
         .endswith("(2 seeds; weights bitwise differs; made on AMD EPYC, rerun on Xeon; rerun at 84d5f0b5e6) |")
     )
     record["rows"][0] = {"dataset": "MUTAG", "method": "untrained", "seed": 0, "recorded": 80.0, "now": 79.5, "equal": False}
-    assert markdown(result, record).splitlines()[2].endswith("| not checked by distribution (seed 0 alone: 80.0 recorded, 79.5 now) |")
+    assert markdown(result, record).splitlines()[2].endswith("| not checked by distribution (seed 0 alone: 80.00 recorded, 79.50 now) |")
 
 
 @pytest.mark.parametrize(

@@ -214,7 +214,13 @@ def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[
         elsewhere = there[0] is not None and there != heading  # another part's
         rerun_at = f"rerun at {there[0][:10]}{'+dirty' if there[1] else ''}" if elsewhere else ""
         if "agrees" not in row:
-            said = "equal" if row.get("equal") else f"{row.get('recorded')} recorded, {row.get('now')} now"
+            said = (
+                "equal"
+                if row.get("equal")
+                else f"{row['recorded']:.2f} recorded, {row['now']:.2f} now"
+                if row.get("now") is not None
+                else "not rerun"
+            )
             cells[row["dataset"], row["method"]] = (
                 f"not checked by distribution (seed {row.get('seed')} alone: {said}{', ' + rerun_at if rerun_at else ''})"
             )
