@@ -72,6 +72,8 @@ def test_the_same_experiment_agrees_and_a_shifted_mean_or_another_seed_set_does_
     other_seeds = verified(monkeypatch, tmp_path, results_of({seed: drawn(seed + 5) for seed in range(5)}), drawn)["rows"][0]
     assert not other_seeds["agrees"] and abs(other_seeds["difference"]) > DEFAULT_TOLERANCE  # drawn on seeds 5..9, named 0..4
     assert verified(monkeypatch, tmp_path, results_of(record), drawn, seeds=3)["rows"][0]["seeds"] == [0, 1, 2]
+    older = {**results_of(record), "machine": {"cpu_model": "AMD EPYC"}}  # a file from before per-run machines
+    assert verified(monkeypatch, tmp_path, older, drawn)["rows"][0]["recorded_cpus"] == ["AMD EPYC"]
 
 
 def test_the_interval_and_the_tolerance_each_decide() -> None:

@@ -129,6 +129,8 @@ def planned_rows(result: dict[str, Any], seeds: int | None = None) -> list[Plann
         order = sorted(row["seeds"])
         recorded = {seed: float(row["accuracies"][row["seeds"].index(seed)]) for seed in order}
         made = {seed: made_by(result, row, seed) for seed in order}
+        for seed in order:  # a file from before per-run machines: its own machine made every run
+            made[seed] = {**made[seed], "machine": made[seed].get("machine") or {"cpu_model": recorded_cpu(result, row, seed)}}
         planned.append(PlannedRow(dataset, name, tuple(order[:seeds] if seeds else order), recorded, parameters, made))
     return planned
 
