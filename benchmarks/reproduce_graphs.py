@@ -9,8 +9,9 @@ repository root::
 
     python -m benchmarks.reproduce_graphs --name mutag_ptc --datasets mutag ptc --methods table2 table5 --repeats 10 --time-budget 3000
 
-``--verify FILE`` reruns seed 0 of every row of a results file at the current commit and writes
-``verify_<file>`` beside it; ``--readme`` rewrites docs/graphs.md's graph tables (between
+``--verify FILE`` reruns every row's seeds (``--verify-seeds N``: the first N) of a results file at the current commit,
+judges each row's mean against the recorded one (``hcl table --verify``, docs/tables.md) and writes ``verify_<file>``
+beside it; ``--readme`` rewrites docs/graphs.md's graph tables (between
 :data:`README_BEGIN` and :data:`README_END`) from every results file, with each file's verification
 column where it has one::
 
@@ -140,8 +141,10 @@ def main() -> None:
     parser.add_argument("--merge", nargs="+", default=[], metavar="NAME", help="also take the runs of results/reproduce_graph_NAME.json")
     parser.add_argument("--table", action="store_true", help="print the docs table of results/reproduce_graph_NAME.json and exit")
     parser.add_argument(
-        "--verify", type=Path, metavar="FILE", help="rerun seed 0 of every row of a results file and write verify_FILE beside it"
+        "--verify", type=Path, metavar="FILE", help="rerun every row's seeds of a results file, judge them, write verify_FILE beside it"
     )
+    parser.add_argument("--verify-seeds", type=int, metavar="N", help="with --verify: each row's first N seeds (default all)")
+    parser.add_argument("--tolerance", type=float, help="with --verify: the largest difference of means read as the same experiment")
     parser.add_argument(
         "--rows", nargs="+", default=[], help="with --verify: only these rows (DATASET or DATASET/METHOD; hcl table --help)"
     )
@@ -153,7 +156,7 @@ def main() -> None:
         if args.readme:
             rewrite_readme(README, results_files())
         elif args.verify:
-            table_stage.verify(args.verify, args.tu_archive, args.work, args.threads, tuple(args.rows))
+            table_stage.verify(args.verify, args.tu_archive, args.work, args.threads, tuple(args.rows), args.verify_seeds, args.tolerance)
         elif not args.name:
             parser.error("--name is required (but with --readme or --verify)")
         elif args.table:
@@ -176,6 +179,7 @@ def main() -> None:
                     prefix=PREFIX,
                     writer=write_benchmark_result,
                     markdown_file=False,
+                    owned=False,
                 )
             )
     except HclError as exc:

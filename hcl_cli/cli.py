@@ -190,7 +190,10 @@ def table(
             help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5; with --images: images (ucl debiased hucl scl hscl ot undimix) or some of them. Default: table2,table5, or images."
         ),
     ] = "",
-    seeds: Annotated[int, typer.Option(help="Run seeds 0..N-1 of every method.")] = 10,
+    seeds: Annotated[
+        int | None,
+        typer.Option(help="Run seeds 0..N-1 of every method (default 10); with --verify, rerun each row's first N seeds (default all)."),
+    ] = None,
     epochs: Annotated[
         int | None,
         typer.Option(help="Train this many epochs instead of the presets' 200 (a smoke run); with --images: the recipe's (200)."),
@@ -234,8 +237,12 @@ def table(
         str | None,
         typer.Option(
             metavar="FILE",
-            help="Rerun one seed (0) of every row of the results FILE at this commit, say per row whether it is equal, write verify_FILE beside it.",
+            help="Rerun the seeds of every row of the results FILE at this commit, say per row whether the rerun's mean agrees with the recorded one (95% interval of the difference contains 0, difference under --tolerance) and, on the recorded run's commit and CPU, whether its weights are bitwise equal; write verify_FILE beside it.",
         ),
+    ] = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(help="With --verify: the largest difference of means (accuracy points) read as the same experiment (default 3)."),
     ] = None,
     rows: Annotated[
         str,
@@ -265,7 +272,7 @@ def table(
             dataset,
             source,
             rows_asked,
-            seeds,
+            10 if seeds is None else seeds,
             recipe,
             device,
             Path(out),
@@ -281,7 +288,7 @@ def table(
             datasets=tuple(filter(None, datasets.split(","))),
             methods=tuple(filter(None, (methods or "table2,table5").split(","))),
             work=work and Path(work),
-            seeds=seeds,
+            seeds=10 if seeds is None else seeds,
             epochs=epochs,
             data=Path(data),
             out=Path(out),
@@ -290,7 +297,7 @@ def table(
             merge=tuple(merge or ()),
             protocol=protocol,
         )
-    table_stage.run_command(request, verify, Path(data), threads, rows, run_table)
+    table_stage.run_command(request, verify, Path(data), threads, rows, run_table, seeds, tolerance)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -149,7 +149,7 @@ RUN_LIBRARIES = ("torch", "numpy", "scipy", "scikit-learn")
 def run_identity(written: Callable[[str], bool] = lambda path: False) -> dict[str, Any]:
     """What made one run, for a results file's run records: the commit, whether tracked code differed from it (``dirty``,
     the files named in ``changed``, less those that ``written`` says the runs write themselves), the versions of Python,
-    hcl and :data:`RUN_LIBRARIES`, and the machine (no path)."""
+    hcl and :data:`RUN_LIBRARIES`, and the machine (no path): its CPU model and :func:`float_kernels`."""
     head, changed = git_head(), changed_files()
     changed = None if changed is None else [path for path in changed if not written(path)]
     return {
@@ -161,8 +161,19 @@ def run_identity(written: Callable[[str], bool] = lambda path: False) -> dict[st
             "node": platform.node(),
             "processor": platform.processor() or platform.machine(),
             "cpu_model": cpu_model(),
+            "float_kernels": float_kernels(),
             "system": platform.system(),
         },
+    }
+
+
+def float_kernels() -> dict[str, Any]:
+    """What chooses the float kernels a CPU run computes with, beside the CPU model: the instruction set torch dispatches to
+    (``AVX512``, ``AVX2``, ``DEFAULT``), its intra-op threads (a reduction's order) and whether oneDNN is on."""
+    return {
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "mkldnn": torch.backends.mkldnn.is_available() and bool(torch.backends.mkldnn.enabled),
     }
 
 

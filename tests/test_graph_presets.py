@@ -225,3 +225,15 @@ def test_the_fig7_methods_pair_with_the_fig3_runs() -> None:
     for dataset, name in (("dd", "fig7-undimix"), ("mutag", "fig7-ot")):
         with pytest.raises(UsageError, match="UnDiMix Fig. 7 has no"):
             method(dataset, name)
+
+
+def test_the_undimix_graphs_page_names_proteins_as_the_dataset_h_scl_and_hcl_ot_did_not_run() -> None:
+    """UnDiMix Fig. 7's six datasets are the five of H-SCL Table II and HCL-OT Table V (the datasets with a number there)
+    and PROTEINS, which neither of those papers ran (its number is HCL Fig. 3's alone)."""
+    from docs_pages import page
+
+    ran = {p.dataset for p in GRAPH_PRESETS if p.paper in ("H-SCL", "HCL-OT")}
+    fig7 = {p.dataset for p in GRAPH_PRESETS if p.paper == "UnDiMix"}
+    assert fig7 - ran == {"PROTEINS"} and len(ran & fig7) == 5
+    text = " ".join(page("undimix-graphs").split())
+    assert "and proteins, which neither of them ran" in text and "that H-SCL and HCL-OT ran too" not in text

@@ -146,13 +146,20 @@ def test_the_moco_v2_presets_train_with_sgd_a_cosine_schedule_and_the_mlp_head(
     prepared_digits: Callable[[float], Path], tmp_path: Path
 ) -> None:
     """main_moco.py's SGD (lr 0.03, momentum 0.9, weight decay 1e-4) with ``--cos``, and builder.py's ``--mlp`` head
-    (Linear with bias as wide as the features, ReLU, the 128-d fc), as every MoCo-v2 preset sets them; tiny on digits."""
+    (Linear with bias as wide as the features, ReLU, the 128-d fc), as HCL's MoCo-v2 presets set them; tiny on digits.
+    UnDiMix's MoCo-v2 baseline keeps MoCo-v2's method but trains as its App. A says every model does (Adam)."""
     data = prepared_digits(0.9)
     tiny = {"arch": "small_cnn", "epochs": 2, "batch_size": 16, "queue_size": 64, "blur": False, "device": "cpu"}
-    for name in ("hcl-cifar10-mocov2", "hcl-cifar10-mocov2-hard", "undimix-cifar10-moco"):
+    for name in ("hcl-cifar10-mocov2", "hcl-cifar10-mocov2-hard"):
         assert {"optimizer": "sgd", "lr": 0.03, "sgd_momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "cosine"}.items() <= (
             PRESETS[name].groups()["pretrain"].items()
         ), name
+    for dataset in ("cifar10", "cifar100", "tinyimagenet"):  # UnDiMix App. A: "For all models ... Adam, 1e-3 ... 1e-6"
+        moco = PRESETS[f"undimix-{dataset}-moco"].groups()["pretrain"]
+        assert {"optimizer": "adam", "lr": 1e-3, "weight_decay": 1e-6, "lr_schedule": "constant", "queue_mode": "moco"}.items() <= (
+            moco.items()
+        ), dataset
+        assert (moco["momentum"], moco["temperature"], moco["epochs"], moco["batch_size"]) == (0.999, 0.2, 400, 256)
     values = {**PRESETS["hcl-cifar10-mocov2"].groups()["pretrain"], **tiny}
     pretrain.run(PretrainConfig(**values, data=str(data), out=str(tmp_path / "models"), live_dir=str(tmp_path / "live")))
 

@@ -17,7 +17,8 @@ Sources, as published:
   resnet50, ``--lr`` 0.03, ``--momentum`` 0.9, ``--wd`` 1e-4; ``torch.optim.SGD``) and its README's v2 recipe
   (``--moco-t 0.2 --mlp --cos``; ``moco/builder.py``'s ``--mlp`` head: Linear(dim_mlp, dim_mlp), ReLU, fc); HCL App. C.1 (K 65536, 200 epochs,
   batch 128, beta 0.2, tau+ 0).
-- UnDiMix, Tabassum et al., App. A (400 epochs, batch 256, Adam 1e-3), Tables 1-3 and App. E Table 7.
+- UnDiMix, Tabassum et al., App. A (400 epochs, batch 256, Adam 1e-3, weight decay 1e-6, "for all models": its MoCo-v2
+  baseline too), Tables 1-3 and App. E Table 7.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ MOCO = {
 }
 UNDIMIX = {"epochs": 400, "batch_size": 256, "lr": 1e-3, "temperature": 0.5, "arch": "resnet50"}
 APP_A = {"batch_size": 400, "lr": 5e-4, "optimizer": "adam", "arch": "qt-gru"}
+APP_A_OPTIMIZER = {"optimizer": "adam", "lr": 1e-3, "weight_decay": 1e-6, "lr_schedule": "constant", "temperature": 0.2}
+"""UnDiMix App. A's optimizer 'for all models', MoCo-v2's baseline included (with MoCo-v2's own temperature)."""
 LITERAL = {"sampler": "undimix", "undimix_uncertainty": "literal", "undimix_diversity": "negative-view"}
 
 SOURCES: dict[str, tuple[dict[str, Any], str]] = {
@@ -147,7 +150,11 @@ SOURCES: dict[str, tuple[dict[str, Any], str]] = {
         for name, row, source in (
             ("undimix", {**UNDIMIX, **LITERAL, "undimix_learned": True, "undimix_weights": "1,1,1"}, "Table 1 'UnDiMix'"),
             ("hcl", {**UNDIMIX, "sampler": "hucl", "beta": 1.0, "tau_plus": 0.1}, "Table 1 'HCL'; image/main.py defaults"),
-            ("moco", {**UNDIMIX, **MOCO, "sampler": "ucl"}, "Table 1 'MoCo'; main_moco.py, README v2"),
+            (
+                "moco",
+                {**MOCO, **UNDIMIX, **APP_A_OPTIMIZER, "sampler": "ucl"},
+                "Table 1 'MoCo'; main_moco.py, README v2; App. A's 'For all models ... Adam, 1e-3 learning rate and 1e-6 weight decay'",
+            ),
             ("s", {**UNDIMIX, **LITERAL, "undimix_learned": True, "undimix_weights": "1,0,0"}, "Table 2 'Feature similarity'"),
             ("u", {**UNDIMIX, **LITERAL, "undimix_learned": True, "undimix_weights": "0,1,0"}, "Table 2 'Uncertainty'"),
             ("r", {**UNDIMIX, **LITERAL, "undimix_learned": True, "undimix_weights": "0,0,1"}, "Table 2 'Diversity'"),
@@ -229,6 +236,7 @@ def test_the_docs_deviations_table_names_what_the_presets_run_differently() -> N
     assert "`type=bool`" in rows["H-SCL weight gradient"] and "gradient_imp == False" in rows["H-SCL weight gradient"]
     assert "401 epochs" in rows["HCL-OT epochs"]
     assert "Un-Mix" in rows["UnDiMix base"] and "once per epoch" in rows["MoCo-v2 cosine schedule"]
+    assert "0 at step 0" in rows["learning-rate warm-up"] and "one step ahead" in rows["learning-rate warm-up"]
     assert "MoCo-v2 optimiser and head" not in rows, "the MoCo-v2 presets run MoCo-v2's SGD, schedule and head"
     assert {
         "MoCo-v2 BatchNorm shuffle",

@@ -56,49 +56,56 @@ def test_the_table_command_runs_in_a_fresh_clone_and_its_verify_mode_flags_a_cha
     assert again.returncode == 0 and "hcl table: mutag/" not in again.stdout, again.stdout  # resumed: nothing rerun
 
     changed = clone / "runs" / "tables" / "changed.json"
-    rows["methods"]["hucl"]["accuracies"][0] += 1.0
+    hucl = rows["methods"]["hucl"]
+    hucl["accuracies"], hucl["mean"] = [accuracy + 10.0 for accuracy in hucl["accuracies"]], hucl["mean"] + 10.0
     changed.write_text(json.dumps(table))
     verified = hcl(clone, "table", "--verify", str(changed.relative_to(clone)))
     assert verified.returncode == 0, verified.stderr
     record = json.loads((clone / "runs" / "tables" / "verify_changed.json").read_text())
-    assert {(row["method"], row["equal"]) for row in record["rows"]} == {("untrained", True), ("ucl", True), ("hucl", False)}
+    assert {(row["method"], row["agrees"], row["bitwise"]) for row in record["rows"]} == {
+        ("untrained", True, "equal"),
+        ("ucl", True, "equal"),
+        ("hucl", False, "equal"),  # the same weights: the record's accuracies are not what they gave
+    }
     assert record["commit"] == head and record["dirty"] is False
     assert record["command"].startswith("hcl table --verify runs/tables/changed.json") and record["torch"] == torch.__version__
     shown = markdown(table, record)
-    assert f"seed 0 reruns equal at {head[:10]}" in shown
-    assert "| MUTAG | ucl |" in shown and shown.count("| yes |") == 2 and "| no: " in shown
+    assert f"95% CI of the difference contains 0) at {head[:10]}" in shown
+    assert "| MUTAG | ucl |" in shown and shown.count("| yes: ") == 2 and "| no: " in shown
 
 
-def test_the_verification_column_says_per_row_whether_it_reran_equal() -> None:
+def test_the_verification_column_says_per_row_whether_its_rerun_agrees_and_where_it_reran() -> None:
     row = {"seeds": [0, 1], "accuracies": [80.0, 82.0], "mean": 81.0, "std": 1.0, "minus_untrained": None, "minus_ucl": None}
     result = {"datasets": {"MUTAG": {"untrained": {**row}, "methods": {"ucl": {**row, "paper": {}, "parameters": {"sampler": "ucl"}}}}}}
+    checked = {"seeds": [0, 1], "recorded_mean": 81.0, "paired": True, "tolerance": 3.0, "recorded_cpus": ["Intel"]}
     record = {
         "commit": "0123456789abcdef",
         "dirty": True,
         "rows": [
-            {"dataset": "MUTAG", "method": "untrained", "seed": 0, "recorded": 80.0, "now": 80.0, "equal": True},
-            {"dataset": "MUTAG", "method": "ucl", "seed": 0, "recorded": 80.0, "now": 79.5, "equal": False, "recorded_cpu": "Intel"},
+            {"dataset": "MUTAG", "method": "untrained", **checked, "now_mean": 81.0, "difference": 0.0, "ci95": [0.0, 0.0], "agrees": True},
+            {**checked, "dataset": "MUTAG", "method": "ucl", "now_mean": 86.0, "difference": 5.0, "ci95": [4.0, 6.0], "agrees": False},
         ],
         "machine": {"cpu_model": "Intel"},
     }
     lines = markdown(result, record).splitlines()
-    assert lines[0].endswith("| seed 0 reruns equal at 0123456789+dirty |")
-    assert lines[2].endswith("| yes |") and lines[3].endswith("| no: 80.00 recorded, 79.50 now (made before runs recorded their commit) |")
-    assert "reruns equal" not in markdown(result)
-    record["rows"][1].update(recorded_cpu="AMD EPYC", recorded_commit="e7894acf048ba826")
+    assert lines[0].endswith("| rerun agrees (within 3 points, 95% CI of the difference contains 0) at 0123456789+dirty |")
+    assert lines[2].endswith("| yes: 81.00 recorded, 81.00 now, +0.00 [+0.00, +0.00] (2 seeds) |")
+    assert lines[3].endswith("| no: 81.00 recorded, 86.00 now, +5.00 [+4.00, +6.00] (2 seeds) |")
+    assert "rerun agrees" not in markdown(result)
+    record["rows"][1].update(
+        recorded_cpus=["AMD EPYC"], bitwise="differs", rerun_commit="84d5f0b5e6aa", rerun_machine={"cpu_model": "Xeon"}
+    )
+    lines = markdown(result, record).splitlines()  # every row checked by distribution reran at 84d5f0b: the heading's commit
+    assert lines[0].endswith("contains 0) at 84d5f0b5e6 |")
+    assert lines[3].endswith("(2 seeds; weights bitwise differs; made on AMD EPYC, rerun on Xeon) |")
+    record["rows"][0].update(rerun_commit="0123456789abcdef", rerun_dirty=True)  # two commits: the record's heads the column
     assert (
         markdown(result, record)
         .splitlines()[3]
-        .endswith("| no: 80.00 recorded, 79.50 now (made at e7894acf04, on AMD EPYC, rerun on Intel) |")
+        .endswith("(2 seeds; weights bitwise differs; made on AMD EPYC, rerun on Xeon; rerun at 84d5f0b5e6) |")
     )
-    record["rows"][0]["rerun_commit"] = record["rows"][1]["rerun_commit"] = "84d5f0b5e6aa"
-    lines = markdown(result, record).splitlines()
-    assert lines[2].endswith("| yes (rerun at 84d5f0b5e6) |")
-    assert lines[3].endswith("(made at e7894acf04, on AMD EPYC, rerun on Intel, rerun at 84d5f0b5e6) |")
-    record["rows"][0].update(rerun_commit="0123456789abcdef", rerun_dirty=False)  # the record's commit, but a clean tree
-    assert markdown(result, record).splitlines()[2].endswith("| yes (rerun at 0123456789) |")
-    record["dirty"], record["rows"][0]["rerun_dirty"] = False, True
-    assert markdown(result, record).splitlines()[2].endswith("| yes (rerun at 0123456789+dirty) |")
+    record["rows"][0] = {"dataset": "MUTAG", "method": "untrained", "seed": 0, "recorded": 80.0, "now": 79.5, "equal": False}
+    assert markdown(result, record).splitlines()[2].endswith("| not checked by distribution (seed 0 alone: 80.00 recorded, 79.50 now) |")
 
 
 @pytest.mark.parametrize(
@@ -202,14 +209,14 @@ def test_verify_reruns_a_row_under_the_protocol_its_file_ran(
         return {"accuracy": 80.0, "train_seconds": 0.0, "eval_seconds": 0.0}
 
     monkeypatch.setattr(verify_module, "run_one", fake_run)
-    row = {"seeds": [0], "accuracies": [80.0], "parameters": {"sampler": "ucl"}, "commits": ["0123abc"]}
+    row = {"seeds": [0], "accuracies": [80.0], "mean": 80.0, "std": 0.0, "parameters": {"sampler": "ucl"}, "commits": ["0123abc"]}
     result = {**recorded, "datasets": {"MUTAG": {"untrained": dict(row), "methods": {"ucl": dict(row)}}}}
     card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
     record = verify_module.verification(
         result, "x.json", lambda name: Prepared(tmp_path, card, None, torch.zeros(0)), tmp_path, say=lambda _: None
     )
-    assert protocols == [reruns, reruns] and record["protocol"] == reruns and record["equal"] == 2
-    assert [row["recorded_commit"] for row in record["rows"]] == ["0123abc", "0123abc"]
+    assert protocols == [reruns, reruns] and record["protocol"] == reruns and record["agree"] == 2
+    assert [row["recorded_commits"] for row in record["rows"]] == [["0123abc"], ["0123abc"]]
 
 
 @pytest.mark.parametrize("dirty", [False, True], ids=["clean", "dirty"])
@@ -230,7 +237,7 @@ def test_a_stopped_verification_keeps_its_rows_and_a_rerun_at_the_same_clean_com
 
     monkeypatch.setattr(verify_module, "run_one", fake_run)
     monkeypatch.setattr(verify_module, "run_identity", lambda **_: {"commit": "0123abc", "dirty": dirty})
-    row = {"seeds": [0], "accuracies": [80.0], "commits": ["0123abc"]}
+    row = {"seeds": [0], "accuracies": [80.0], "mean": 80.0, "std": 0.0, "commits": ["0123abc"]}
     methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}
     result = {"protocol": "inductive", "datasets": {"MUTAG": {"methods": methods}}}
     card = type("Card", (), {"source": "tu.tar.gz", "files": {}})()
@@ -245,7 +252,7 @@ def test_a_stopped_verification_keeps_its_rows_and_a_rerun_at_the_same_clean_com
     stopped = store.saved[-1]
     assert [r["method"] for r in stopped["rows"]] == ["ucl", "hucl"] and stopped["partial"].startswith("2 of the 3 rows")
     record = verify()
-    assert "partial" not in record and [r["method"] for r in record["rows"]] == ["ucl", "hucl", "scl"] and record["equal"] == 3
+    assert "partial" not in record and [r["method"] for r in record["rows"]] == ["ucl", "hucl", "scl"] and record["agree"] == 3
     assert reruns[3:] == (["ucl", "hucl", "scl"] if dirty else ["scl"])
 
 
@@ -270,7 +277,7 @@ def test_parts_of_a_verification_run_side_by_side_join_in_one_record_and_a_later
     monkeypatch.setattr(verify_module, "run_one", fake_run)
     monkeypatch.setattr(verify_module, "run_identity", lambda **_: dict(identity))
     monkeypatch.setattr(table_stage, "prepared", lambda work, name, source: Prepared(tmp_path, card, None, torch.zeros(0)))
-    row = {"seeds": [0], "accuracies": [80.0]}
+    row = {"seeds": [0], "accuracies": [80.0], "mean": 80.0, "std": 0.0}
     methods = {name: {**row, "parameters": {"sampler": name}} for name in ("ucl", "hucl", "scl")}
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"protocol": "inductive", "datasets": {"MUTAG": {"untrained": dict(row), "methods": methods}}}))
@@ -285,13 +292,14 @@ def test_parts_of_a_verification_run_side_by_side_join_in_one_record_and_a_later
 
     identity["commit"] = "bbbb000000000000"
     later = table_stage.verify(results, work=tmp_path / "work", rows=("MUTAG/ucl",))
-    assert reruns[4:] == [("bbbb000000000000", "ucl")] and later["equal"] == 4
+    assert reruns[4:] == [("bbbb000000000000", "ucl")] and later["agree"] == 4
     assert [r["rerun_commit"][:4] for r in later["rows"]] == ["aaaa", "bbbb", "aaaa", "aaaa"]
     stored = json.loads((tmp_path / "verify_results.json").read_text())
     assert stored["rows"] == later["rows"] and stored["command"].startswith("hcl")
+    assert stored["commit"] == "aaaa000000000000", "a part over some rows keeps the record's own commit and machine"
     heading, cells = verification_column(stored)
-    assert heading == "seed 0 reruns equal at bbbb000000"
-    assert cells["MUTAG", "ucl"] == "yes" and cells["MUTAG", "hucl"] == "yes (rerun at aaaa000000)"
+    assert heading.endswith("contains 0) at aaaa000000")
+    assert cells["MUTAG", "hucl"].startswith("yes: ") and cells["MUTAG", "ucl"].endswith("; rerun at bbbb000000)")
 
     identity["commit"] = "cccc000000000000"  # a part over the whole dataset, stopped after its first row
     calls: list[str] = []
@@ -311,10 +319,11 @@ def test_parts_of_a_verification_run_side_by_side_join_in_one_record_and_a_later
     assert "partial" not in stopped and [r["rerun_commit"][:4] for r in stopped["rows"]] == ["cccc", "bbbb", "aaaa", "aaaa"]
 
 
-def test_rows_without_verify_is_a_one_line_usage_error() -> None:
-    result = hcl(ROOT, "table", "--name", "x", "--rows", "MUTAG")
+@pytest.mark.parametrize("option", [["--rows", "MUTAG"], ["--tolerance", "2"]])
+def test_rows_or_tolerance_without_verify_is_a_one_line_usage_error(option: list[str]) -> None:
+    result = hcl(ROOT, "table", "--name", "x", *option)
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        "hcl table: error: --rows selects rows of a verification: give it with --verify"
+        f"hcl table: error: {option[0]} belongs to a verification: give it with --verify"
     ]
 
 
@@ -371,6 +380,8 @@ def test_the_adam_rounding_benchmark_reruns_a_row_with_each_optimizer(tmp_path: 
     record = json.loads((tmp_path / "out" / "adam_rounding.json").read_text())
     (rerun,) = record["rows"]
     assert rerun["recorded"] == 50.0 and {"fused_adam_now", "single_tensor_adam_now"} <= rerun.keys() and record["protocol"] == "inductive"
+    assert rerun["fused_weights_sha256"] != rerun["single_tensor_weights_sha256"], "the two Adams round apart"
+    assert "not a test of equal encoders" in record["reading"]
 
 
 def test_a_fig7_table_compares_undimix_with_its_infograph_and_with_hcl_and_answers_the_paper_s_sentence() -> None:

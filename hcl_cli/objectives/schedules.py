@@ -63,8 +63,10 @@ LR_SCHEDULES = ("constant", "cosine")
 
 
 def learning_rate_at(lr: float, step: int, steps: int, warmup_steps: int, schedule: str) -> float:
-    """The learning rate of ``step`` (0-based) of ``steps``: linear warm-up from ``lr / warmup_steps`` to ``lr`` over the
-    first ``warmup_steps`` steps (Goyal et al. 2017, as SimCLR and solo-learn warm up), then ``constant`` at ``lr`` or
+    """The learning rate of ``step`` (0-based) of ``steps``: linear warm-up from ``lr / warmup_steps`` at step 0 to ``lr``
+    at step ``warmup_steps - 1`` (Goyal et al. 2017's gradual warm-up; SimCLR's code, ``step / warmup_steps * lr``, starts
+    at 0 at step 0 and reaches ``lr`` one step later: hcl's rates are SimCLR's one step ahead, and no step trains at
+    rate 0), then ``constant`` at ``lr`` or
     ``cosine`` from ``lr`` towards 0 over the remaining steps (SGDR without restarts, Loshchilov & Hutter 2017; MoCo-v2's
     ``--cos``, ``lr * 0.5 * (1 + cos(pi * t / T))``, taken per step where main_moco.py takes it per epoch)."""
     if not 0 <= step < steps:

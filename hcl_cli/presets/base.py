@@ -94,19 +94,16 @@ pixels, the classes, and the images of each split that pretraining may read (the
 PAPER_LINEAR = {"protocol": "paper", "optimizer": "adam", "epochs": 100, "batch_size": 512, "lr": 1e-3, "weight_decay": 1e-6}
 """The linear evaluation of HCL's code (image/linear.py), which H-SCL, HCL-OT and UnDiMix reuse."""
 
-MOCO_V2 = {
+MOCO_V2_METHOD = {
     "queue_size": 65536,
     "queue_mode": "moco",
     "momentum": 0.999,
     "temperature": 0.2,
-    "optimizer": "sgd",
-    "lr": 0.03,
-    "sgd_momentum": 0.9,
-    "weight_decay": 1e-4,
-    "lr_schedule": "cosine",
     "projection_hidden": 0,
     "projection_batchnorm": False,
 }
+"""MoCo-v2's method without its optimizer: the queue, the momentum encoder, the temperature and the ``--mlp`` head."""
+MOCO_V2 = {**MOCO_V2_METHOD, "optimizer": "sgd", "lr": 0.03, "sgd_momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "cosine"}
 """MoCo-v2 as its official code runs it: ``main_moco.py --moco-k 65536 --moco-m 0.999`` (the defaults) and the
 README's v2 recipe ``--moco-t 0.2 --mlp --cos``; one view's queries against the other's keys and the K queued keys;
 ``torch.optim.SGD(lr 0.03, momentum 0.9, weight_decay 1e-4)`` (main_moco.py's defaults) with the cosine schedule; the

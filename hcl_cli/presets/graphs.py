@@ -288,8 +288,9 @@ HCL_GRAPH_PRESETS: list[Preset] = [
 ]
 
 FIG7_DATASETS = ("mutag", "ptc", "enzymes", "imdb-b", "imdb-m", "proteins")
-"""UnDiMix Fig. 7's "six graph datasets": the text does not name them (the figure's panels are not in it); the six of
-HCL Fig. 3 that H-SCL and HCL-OT ran too, under "the experimental settings of HCL"."""
+"""UnDiMix Fig. 7's "six graph datasets": the text does not name them (the figure's panels are not in it); six of HCL
+Fig. 3's eight, run under "the experimental settings of HCL": the five of H-SCL Table II and HCL-OT Table V, and PROTEINS,
+which neither of those ran."""
 FIG7_SETUP = (
     "UnDiMix Sec. 4.3 and App. A ('Graph representation'): HCL's graph code with the importance scores 'incorporate[d] in "
     "gan_losses.py', InfoGraph as the baseline, HCL at beta 1, GIN K 3 d 32, 200 epochs, batch 128, Adam lr 1e-3, weight decay "

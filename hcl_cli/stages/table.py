@@ -45,8 +45,10 @@ from hcl_cli.errors import HclError, InputError, UsageError, shown
 from hcl_cli.presets import graphs as presets
 from hcl_cli.provenance import portable, run_identity
 from hcl_cli.stages import prepare
+from hcl_cli.tables.agreement import DEFAULT_TOLERANCE
 from hcl_cli.tables.markdown import markdown
 from hcl_cli.tables.methods import Method, expand, method
+from hcl_cli.tables.owned import check_owned, write_owned
 from hcl_cli.tables.runs import Prepared, load_prepared, run_one
 from hcl_cli.tables.summary import runs_in_results, table
 from hcl_cli.tables.verify import record_path, verification
@@ -71,12 +73,12 @@ Writer = Callable[[Path, dict[str, Any]], None]
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` whole (a temporary sibling renamed into place), after the invocation's provenance."""
+    """Write ``payload`` to ``path`` whole, after the invocation's provenance, as hcl's own (:mod:`hcl_cli.tables.owned`)."""
     header = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])]),
     }
-    save_text(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")
+    write_owned(path, json.dumps({**header, **run_identity(), **payload}, indent=2) + "\n")
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,9 @@ class TableRequest:
     writer: Writer = field(default=write_json, compare=False)
     markdown_file: bool = True
     """Whether to write ``OUT/NAME.md`` beside the results (the benchmarks' folder keeps JSON only)."""
+    owned: bool = True
+    """Whether ``OUT``'s results files are hcl's by its record there (:mod:`hcl_cli.tables.owned`); the benchmarks' folder
+    is git's (its results files are committed)."""
 
     def results_file(self, name: str) -> Path:
         return self.out / f"{self.prefix}{name}.json"
@@ -117,8 +122,10 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
     unknown = [d for d in request.datasets if d not in presets.TU_DATASETS]
     if unknown or not request.datasets:
         raise UsageError(f"--datasets {','.join(unknown) or '(none)'}: expected some of {', '.join(presets.TU_DATASETS)}")
-    if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1 or request.time_budget < 0:
-        raise UsageError("--seeds, --epochs and --threads must be at least 1, --time-budget at least 0")
+    if request.seeds < 1 or (request.epochs is not None and request.epochs < 1) or request.threads < 1:
+        raise UsageError("--seeds, --epochs and --threads must be at least 1")
+    if not (math.isfinite(request.time_budget) and request.time_budget >= 0):
+        raise UsageError(f"--time-budget must be a finite number of seconds, at least 0 (got {request.time_budget})")
     if request.protocol not in LABEL_PROTOCOLS:
         raise UsageError(f"--protocol {request.protocol!r}: expected one of {', '.join(LABEL_PROTOCOLS)}")
     if not request.data.exists():
@@ -130,6 +137,8 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
 def run(request: TableRequest) -> dict[str, Any]:
     """Run what is missing of the table ``request`` names, write its results file and Markdown, and return the results."""
     methods = check(request)
+    if request.owned:
+        check_owned(request.results_file(request.name), request.markdown_file, {name: request.results_file(name) for name in request.merge})
     torch.set_num_threads(request.threads)
     started = time.monotonic()
     deadline = started + request.time_budget if request.time_budget else math.inf
@@ -201,31 +210,47 @@ def run(request: TableRequest) -> dict[str, Any]:
     request.writer(path, result)
     text = markdown(result)
     if request.markdown_file:
-        save_text(path.with_suffix(".md"), text)
+        write_owned(path.with_suffix(".md"), text, markdown=True)
     print(text, end="", flush=True)
     if stopped:
         raise TableStopped(f"{stopped}; wrote {shown(path)} with the runs done: rerun the same command to continue")
     return result
 
 
-def run_command(request: Any, verified: str | None, data: Path, threads: int, rows: str, run_table: Callable[[Any], None] = run) -> None:
-    """``hcl table``'s options: ``--verify FILE`` (with ``--rows``) verifies a results file, else ``run_table`` (:func:`run`,
-    or the image tables' own) runs ``request`` (None without ``--name``)."""
+def run_command(
+    request: Any,
+    verified: str | None,
+    data: Path,
+    threads: int,
+    rows: str,
+    run_table: Callable[[Any], None] = run,
+    seeds: int | None = None,
+    tolerance: float | None = None,
+) -> None:
+    """``hcl table``'s options: ``--verify FILE`` (with ``--rows``, ``--seeds``, ``--tolerance``) verifies a results file,
+    else ``run_table`` (:func:`run`, or the image tables' own) runs ``request`` (None without ``--name``)."""
     if verified is not None:
-        verify(Path(verified), data, threads=threads, rows=tuple(filter(None, rows.split(","))))
+        verify(Path(verified), data, threads=threads, rows=tuple(filter(None, rows.split(","))), seeds=seeds, tolerance=tolerance)
         return
-    if rows:
-        raise UsageError("--rows selects rows of a verification: give it with --verify")
+    if rows or tolerance is not None:
+        raise UsageError(f"{'--rows' if rows else '--tolerance'} belongs to a verification: give it with --verify")
     if request is None:
         raise UsageError("--name is required (but with --verify)")
     run_table(request)
 
 
 def verify(
-    results: Path, data: Path = Path("data/raw"), work: Path | None = None, threads: int = 1, rows: tuple[str, ...] = ()
+    results: Path,
+    data: Path = Path("data/raw"),
+    work: Path | None = None,
+    threads: int = 1,
+    rows: tuple[str, ...] = (),
+    seeds: int | None = None,
+    tolerance: float | None = None,
 ) -> dict[str, Any]:
-    """Rerun one seed of the rows of the results file ``results`` that ``rows`` names (all where it names none) at the
-    current commit (:func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and
+    """Rerun the first ``seeds`` seeds (all where None) of the rows of the results file ``results`` that ``rows`` names
+    (all where it names none) at the current commit and judge each row's mean against the recorded one within
+    ``tolerance`` (accuracy points, :data:`~hcl_cli.tables.agreement.DEFAULT_TOLERANCE` where None; :func:`hcl_cli.tables.verify.verification`), write ``verify_NAME.json`` beside it after every row and
     return it. Every write holds ``WORK/record.lock`` and joins the record as it then stands, so parts with disjoint
     ``rows`` run side by side in one folder join in one record; a rerun after a stop keeps the rows checked at the same
     clean commit."""
@@ -234,6 +259,9 @@ def verify(
     result = read_json(results, None)
     if not isinstance(result, dict) or not isinstance(result.get("datasets"), dict):
         raise UsageError(f"--verify {shown(results)}: not a table's results file (no datasets in it)")
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    if (seeds is not None and seeds < 1) or threads < 1 or not (math.isfinite(tolerance) and tolerance > 0):
+        raise UsageError(f"--seeds and --threads must be at least 1, --tolerance a finite number above 0 (got {tolerance})")
     torch.set_num_threads(threads)
     folder = work or Path("runs/tables/verify") / results.stem
     path = record_path(results)
@@ -250,10 +278,13 @@ def verify(
                 save_text(path, json.dumps(record, indent=2) + "\n")
             return record
 
-    record = verification(
-        result, results.name, lambda tu_name: prepared(folder, tu_name, data), folder / "scratch", rows=rows, update=update
+    load = lambda tu_name: prepared(folder, tu_name, data)  # noqa: E731
+    record = verification(result, results.name, load, folder / "scratch", rows=rows, update=update, seeds=seeds, tolerance=tolerance)
+    print(
+        f"hcl table: {record['agree']} of {record['checked']} rows checked of the {record['total']} of {shown(results)} agree with "
+        f"their record (tolerance {tolerance:g} points); wrote {shown(path)}",
+        flush=True,
     )
-    print(f"hcl table: {record['equal']} of {record['total']} rows of {shown(results)} rerun equal; wrote {shown(path)}", flush=True)
     return record
 
 

@@ -1,6 +1,6 @@
 """The tables as the README prints them: per dataset and method ours beside the papers' numbers, the paired
 differences with their 95% intervals, the untrained encoder, one verdict per dataset on whether hard negatives help,
-and, where a verification record is given (:mod:`~hcl_cli.tables.verify`), whether each row's seed 0 reruns equal."""
+and, where a verification record is given (:mod:`~hcl_cli.tables.verify`), whether each row's rerun agrees with it."""
 
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def fig7_summary(result: dict[str, Any]) -> str:
 def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None) -> str:
     """The README's table of a results file: per dataset and method ours beside the papers' (and whether they lie within one
     std of ours), the paired differences from InfoGraph and from the untrained encoder, and a verdict per dataset; with a
-    ``verification`` (:func:`~hcl_cli.tables.verify.verify`'s record of this file), whether each row's seed reruns equal."""
+    ``verification`` (:func:`~hcl_cli.tables.verify.verification`'s record of this file), whether each row's rerun agrees."""
     checked = verification_column(verification)
     lines = [
         "| dataset | method | ours: mean ± std (seeds) | paper | paper within one std | minus InfoGraph, 95% CI | minus untrained, 95% CI |"
@@ -195,35 +195,55 @@ def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None)
 
 
 def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[tuple[str, str], str]] | None:
-    """The column a verification record adds: its heading (the commit it reran at) and per (dataset, row) its cell; a row
-    that a part of the record reran at another commit (``rerun_commit``) names it."""
+    """The column a verification record adds: its heading (the tolerance, and the commit every row checked by distribution
+    reran at where they share one, else the record's) and per (dataset, row) its
+    cell, the verdict by distribution (:mod:`~hcl_cli.tables.agreement`) with both means and the interval, bitwise
+    where known, and where the row reran when that is not the record's commit and CPU; a row of a record from before
+    the distribution check says what its one seed gave."""
     if not verification:
         return None
-    commit = (verification.get("commit") or "?")[:10] + ("+dirty" if verification.get("dirty") else "")
+    checked = {
+        (row["rerun_commit"], bool(row.get("rerun_dirty"))) for row in verification["rows"] if "agrees" in row and row.get("rerun_commit")
+    }
+    heading = checked.pop() if len(checked) == 1 else (verification.get("commit"), bool(verification.get("dirty")))
+    commit = (heading[0] or "?")[:10] + ("+dirty" if heading[1] else "")
+    tolerances = sorted({row["tolerance"] for row in verification["rows"] if "tolerance" in row})
     cells = {}
     for row in verification["rows"]:
         there = (row.get("rerun_commit"), bool(row.get("rerun_dirty")))
-        elsewhere = there[0] is not None and there != (verification.get("commit"), bool(verification.get("dirty")))  # another part's
+        elsewhere = there[0] is not None and there != heading  # another part's
         rerun_at = f"rerun at {there[0][:10]}{'+dirty' if there[1] else ''}" if elsewhere else ""
-        at = f", {rerun_at}" if elsewhere else ""
-        if row["equal"]:
-            cells[row["dataset"], row["method"]] = f"yes ({rerun_at})" if elsewhere else "yes"
-        elif row.get("now") is None:
-            cells[row["dataset"], row["method"]] = f"not rerun ({row.get('error', 'no result')})"
-        else:
-            cells[row["dataset"], row["method"]] = (
-                f"no: {row['recorded']:.2f} recorded, {row['now']:.2f} now ({made_where(verification, row)}{at})"
+        if "agrees" not in row:
+            said = (
+                "equal"
+                if row.get("equal")
+                else f"{row['recorded']:.2f} recorded, {row['now']:.2f} now"
+                if row.get("now") is not None
+                else "not rerun"
             )
-    return f"seed 0 reruns equal at {commit}", cells
+            cells[row["dataset"], row["method"]] = (
+                f"not checked by distribution (seed {row.get('seed')} alone: {said}{', ' + rerun_at if rerun_at else ''})"
+            )
+            continue
+        interval = f" [{row['ci95'][0]:+.2f}, {row['ci95'][1]:+.2f}]" if row["ci95"] else ""
+        notes = [
+            f"{len(row['seeds'])} seeds",
+            *([f"weights bitwise {row['bitwise']}"] if row.get("bitwise") else []),
+            made_where(verification, row),
+        ]
+        cells[row["dataset"], row["method"]] = (
+            f"{'yes' if row['agrees'] else 'no'}: {row['recorded_mean']:.2f} recorded, {row['now_mean']:.2f} now, "
+            f"{row['difference']:+.2f}{interval} ({'; '.join(filter(None, [*notes, rerun_at]))})"
+        )
+    tolerance = f"within {'/'.join(f'{value:g}' for value in tolerances)} points, " if tolerances else ""
+    return f"rerun agrees ({tolerance}95% CI of the difference contains 0) at {commit}", cells
 
 
 def made_where(verification: dict[str, Any], row: dict[str, Any]) -> str:
-    """Which code and CPU made a row that reran different: its commit (or that the file predates per-run commits) and,
-    where they differ, the CPU it was made on against the rerun's."""
-    commit = row.get("recorded_commit")
-    made = f"made at {commit[:10]}" if commit else "made before runs recorded their commit"
-    now_cpu, then_cpu = (verification.get("machine") or {}).get("cpu_model"), row.get("recorded_cpu")
-    return f"{made}, on {then_cpu}, rerun on {now_cpu}" if then_cpu and now_cpu and then_cpu != now_cpu else made
+    """On which CPUs a row was made, where that is not the CPU it reran on (a seed's draw moves with the float kernels)."""
+    now_cpu = (row.get("rerun_machine") or verification.get("machine") or {}).get("cpu_model")
+    then = [cpu for cpu in row.get("recorded_cpus", []) if cpu != "unknown"]
+    return f"made on {', '.join(then)}, rerun on {now_cpu}" if then and now_cpu and then != [now_cpu] else ""
 
 
 def checked_cell(checked: tuple[str, dict[tuple[str, str], str]] | None, dataset: str, method: str) -> str:

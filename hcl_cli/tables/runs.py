@@ -35,6 +35,7 @@ from hcl_cli.graph.prepared import SPLITS
 from hcl_cli.graph.svm import PAPER_FOLDS, heldout_svm, inductive_fold, svm_protocol
 from hcl_cli.modality import Modality
 from hcl_cli.provenance import run_identity
+from hcl_cli.tables.digests import tensors_sha256, weights_sha256
 from hcl_cli.training.builders import build_training
 from hcl_cli.training.loop import EpochTotals, RunClock, TrainingRun, train_one_epoch
 from hcl_cli.training.signals import StopRequest
@@ -108,12 +109,13 @@ def evaluate(model: torch.nn.Module, data: Prepared, seed: int, batch_size: int,
     inductive protocol) the SVM fitted on the other graphs' embeddings and scored on the held-out ones."""
     embeddings, _ = GRAPHS.embed(model, None, data.samples, batch_size, "embed")
     x, y = embeddings.numpy(), data.labels.numpy()
+    digest = {"embeddings_sha256": tensors_sha256([("embeddings", embeddings)])}
     if held_out is None:
         result = svm_protocol(x, y, seed=seed)
-        return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0]}
+        return {"accuracy": 100 * result.mean, "fold_std": 100 * result.std, "chosen_c": result.chosen_c[0], **digest}
     training = np.setdiff1d(np.arange(len(y)), held_out)
     fold = heldout_svm(x[training], y[training], x[held_out], y[held_out])
-    return {"accuracy": 100 * fold.accuracy, "fold": seed % PAPER_FOLDS, "held_out": len(held_out), "chosen_c": [fold.c]}
+    return {"accuracy": 100 * fold.accuracy, "fold": seed % PAPER_FOLDS, "held_out": len(held_out), "chosen_c": [fold.c], **digest}
 
 
 def training_part(data: Prepared, seed: int, held_out: np.ndarray | None = None) -> tuple[Prepared, np.ndarray]:
@@ -129,7 +131,9 @@ def training_part(data: Prepared, seed: int, held_out: np.ndarray | None = None)
 def run_one(
     values: dict[str, Any], seed: int, epochs: int | None, data: Prepared, scratch: Path, *, train: bool = True, protocol: str = "inductive"
 ) -> dict[str, Any]:
-    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed) under ``protocol``."""
+    """Train (unless ``train`` is False: the untrained encoder) and read out one (method, seed) under ``protocol``; its
+    provenance holds what makes it re-derivable bit for bit: the sha256 of the weights read out and of their embeddings
+    (:mod:`~hcl_cli.tables.digests`) beside the commit, versions, CPU and float kernels."""
     config = PretrainConfig(**{**values, **({"epochs": epochs} if epochs else {})}, seed=seed, data=str(data.folder), device="cpu")
     training, held_out = training_part(data, seed) if protocol == "inductive" else (data, None)
     start = time.perf_counter()
@@ -138,4 +142,5 @@ def run_one(
     figures = evaluate(model, data, seed, config.batch_size, held_out)
     done = time.perf_counter()
     seconds = {"train_seconds": round(trained - start, 3), "eval_seconds": round(done - trained, 3)}
-    return {**figures, **seconds, "load": round(os.getloadavg()[0], 2), "provenance": run_identity()}
+    digests = {"weights_sha256": weights_sha256(model), "embeddings_sha256": figures.pop("embeddings_sha256")}
+    return {**figures, **seconds, "load": round(os.getloadavg()[0], 2), "provenance": {**run_identity(), **digests}}

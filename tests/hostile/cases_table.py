@@ -1,0 +1,90 @@
+"""``hcl table`` owns its files (issue 52, item 4): a user's ``OUT/NAME.md`` or ``OUT/NAME.json`` (or a symbolic link at
+either), a ``--merge`` part hcl did not write, a results file whose summary is not its runs' and a time budget of NaN
+are each refused with one line, exit 2, the user's file as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .checks import all_of, says, unchanged
+from .harness import Case, usage
+from .setups import both, write
+
+TABLE = (
+    "table",
+    "--name",
+    "t",
+    "--datasets",
+    "mutag",
+    "--methods",
+    "ucl",
+    "--seeds",
+    "1",
+    "--epochs",
+    "1",
+    "--data",
+    ".",
+    "--out",
+    "tables",
+)
+"""A one-run table into ``tables/`` (``--data .`` exists: the refusals come before any data is read)."""
+ROW = {"seeds": [0, 1], "accuracies": [80.0, 90.0], "mean": 85.0, "std": 5.0, "parameters": {"sampler": "ucl"}}
+
+
+def kept(name: str, *args: str, path: str, content: str, fragment: str, setup_link: str | None = None) -> Case:
+    """A refusal (exit 2, one line holding ``fragment``) that leaves the user's ``path`` (or the target of a link to it
+    at ``setup_link``) byte for byte as it was."""
+    record, same = unchanged(path)
+
+    def link(work: Path) -> None:
+        if setup_link is not None:
+            (work / setup_link).parent.mkdir(parents=True, exist_ok=True)
+            (work / setup_link).symlink_to(work / path)
+
+    return usage(name, *args, setup=both(write(path, content), link, record), check=all_of(same, says(fragment)))
+
+
+def results(mean: float) -> str:
+    return json.dumps({"protocol": "inductive", "datasets": {"MUTAG": {"methods": {"ucl": {**ROW, "mean": mean}}}}})
+
+
+CASES: list[Case] = [
+    kept("table over a user's NAME.md", *TABLE, path="tables/t.md", content="# my table\n", fragment="hcl has no record of writing"),
+    kept("table over a user's NAME.json", *TABLE, path="tables/t.json", content='{"mine": 1}\n', fragment="hcl has no record of writing"),
+    kept(
+        "table NAME.json a symlink",
+        *TABLE,
+        path="mine.json",
+        content='{"mine": 1}\n',
+        fragment="is a symbolic link",
+        setup_link="tables/t.json",
+    ),
+    kept(
+        "table --merge a part hcl did not write",
+        *TABLE,
+        "--merge",
+        "part",
+        path="tables/part.json",
+        content=results(85.0),
+        fragment="--merge part: tables/part.json is a file hcl has no record of writing",
+    ),
+    kept(
+        "table --verify a summary that is not its runs'",
+        "table",
+        "--verify",
+        "r.json",
+        path="r.json",
+        content=results(87.0),
+        fragment="is not the one their accuracies give: MUTAG/ucl (mean 87.0",
+    ),
+    kept(
+        "table --time-budget nan",
+        *TABLE,
+        "--time-budget",
+        "nan",
+        path="tables/t.md",
+        content="# my table\n",
+        fragment="--time-budget must be a finite number",
+    ),
+]
