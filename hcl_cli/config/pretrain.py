@@ -162,12 +162,7 @@ class PretrainConfig(StageConfig):
         maximum=1.0,
     )
     sgd_momentum: float = param(
-        0.9,
-        "SGD's momentum (MoCo-v2: 0.9).",
-        minimum=0.0,
-        maximum=1.0,
-        max_exclusive=True,
-        read_when=MOMENTUM_OPTIMIZERS,
+        0.9, "SGD's momentum (MoCo-v2: 0.9).", minimum=0.0, maximum=1.0, max_exclusive=True, read_when=MOMENTUM_OPTIMIZERS
     )
     nesterov: bool = param(False, "Nesterov momentum (torch's SGD).", read_when=MOMENTUM_OPTIMIZERS)
     lars_eta: float = param(
@@ -211,11 +206,7 @@ class PretrainConfig(StageConfig):
     checkpoint_every: int = param(
         0, "Also save a resumable checkpoint every N steps (0: only at the end of each epoch).", minimum=0, maximum=COUNT_LIMIT
     )
-    compile: bool = param(
-        False,
-        "Images: torch.compile the training step (CUDA or CPU).",
-        modality="image",
-    )
+    compile: bool = param(False, "Images: torch.compile the training step (CUDA or CPU).", modality="image")
     precision: str = param(
         "auto",
         "The image encoder's precision: bf16 (bfloat16 autocast, channels_last; the loss stays float32) or fp32; "
@@ -224,9 +215,7 @@ class PretrainConfig(StageConfig):
         modality="image",
     )
     sync_batchnorm: bool = param(
-        False,
-        "Images, under torchrun: convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).",
-        modality="image",
+        False, "Images, under torchrun: convert BatchNorm to SyncBatchNorm so its statistics span all GPUs (CUDA only).", modality="image"
     )
     data: str = runtime(PREPARED, "Prepared dataset folder (from hcl prepare).")
     out: str = runtime(f"{RUNS}/models", "Output folder: encoder.safetensors, its sidecar, and checkpoints/.")
