@@ -91,7 +91,7 @@ def test_the_readme_marks_the_quick_start_the_sweep_the_graph_run_and_the_loss_e
     blocks = offline_blocks()
     assert all(language in ("bash", "python") for language, _ in blocks)
     assert "dvc repro && cat reports/report.md" in blocks[0][1], "the quick start comes first"
-    for needed in ("hcl compare --sampler hucl", "hcl prepare --dataset tu", "contrastive_loss("):
+    for needed in ("hcl compare --sampler hucl", "hcl prepare --dataset tu", "HardNegativeLoss("):
         assert any(needed in code for _, code in blocks), needed
     (sweep,) = [code for _, code in blocks if "dvc exp run --queue" in code]
     assert sweep.index("git add dvc.lock && git commit") < sweep.index("dvc exp run --queue"), (
