@@ -84,6 +84,7 @@ class TextModality:
     encoder_kind = TEXT_ENCODER_KIND
     keep_last_batch = False
     two_views = False
+    loss_note = ""
     objectives = ("nce",)
     raw_name = "mean untrained word embeddings"
     raw_feature = "word embeddings"
