@@ -64,7 +64,10 @@ def test_no_estimate_writes_the_preset_alone(tiny_preset: str, tmp_path: Path, c
 
 def test_a_graph_preset_says_why_it_is_not_estimated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = preset_output(["hcl-mutag-beta1", "--params", str(tmp_path / "params.yaml")], capsys)
-    assert "\ncost: not estimated for graphs or sentences (it depends on the data); hcl pretrain estimates its time after its first step\n" in out
+    assert (
+        "\ncost: not estimated for graphs or sentences (it depends on the data); hcl pretrain estimates its time after its first step\n"
+        in out
+    )
 
 
 def run_cost(seconds_per_step: float, available: float | None, memory: MemoryEstimate | None) -> RunCost:
