@@ -172,7 +172,7 @@ def compare(
         str | None, typer.Option(help="The dataset to compare (prepare.name for tu, else prepare.dataset); default: most experiments'.")
     ] = None,
 ) -> None:
-    """Tabulate the workspace and every DVC experiment (dvc exp show --json): the parameters that vary against kNN and linear top-1, with 95% intervals."""
+    """Tabulate the workspace and every DVC experiment (dvc exp show --json): the parameters that vary against kNN and linear top-1 (a sentence sweep: each SentEval task), with 95% intervals."""
     from hcl_cli.stages import compare as compare_stage
 
     compare_stage.run(out, compare_stage.Selection(tuple(sampler or ()), tuple(where or ()), name, dataset))

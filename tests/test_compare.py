@@ -383,3 +383,30 @@ def test_a_graph_run_that_read_every_label_is_marked_transductive_and_an_inducti
         "ssl-ucl": "",
         "tame-owl": "inductive",
     }
+
+
+def sentence_experiment(name: str, sampler: str, mr: float, mrpc: float) -> dict[str, Any]:
+    """A finished sentence experiment (examples/text) in ``dvc exp show --json``'s shape: one metrics file per SentEval task."""
+    senteval = {"protocol": "senteval", "senteval_folds": 10}
+    data = {
+        "params": {"params.yaml": {"data": {"prepare": {"dataset": "text"}, "pretrain": {"sampler": sampler}, "linear": senteval}}},
+        "metrics": {
+            "metrics/senteval-MRPC.json": {"data": {"top1": mrpc, "top5": 1.0, "test_size": 1725}},
+            "metrics/senteval-MR.json": {"data": {"top1": mr, "top5": 1.0, "test_size": 10662}},
+        },
+    }
+    return {"name": name, "executor": {"state": "success"}, "revs": [{"rev": "e" * 40, "name": name, "data": data, "error": None}]}
+
+
+def test_a_sentence_sweep_has_a_column_per_task_in_senteval_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    experiments = [sentence_experiment("qt-1", "ucl", 0.60, 0.68), sentence_experiment("qt-2", "hucl", 0.70, 0.69)]
+    monkeypatch.setattr(
+        compare, "dvc_exp_show", lambda: [{"rev": "f" * 40, "name": "main", "data": {}, "error": None, "experiments": experiments}]
+    )
+    compare.run("compare", compare.Selection())
+    table = (tmp_path / "compare.md").read_text()
+    assert "| Experiment | Dataset | Protocol | Sampler | MR | MRPC |" in table
+    assert "| qt-2 | text | senteval | hucl | **0.7000 (0.691-0.709)** | 0.6900 (0.668-0.711) |" in table, table
+    with open(tmp_path / "compare.csv", newline="") as handle:
+        assert {"MR_top1", "MRPC_top1", "MR_best"} <= set(next(csv.reader(handle)))

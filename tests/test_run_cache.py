@@ -52,9 +52,6 @@ def tiny_clone(path: Path) -> Path:
     return repo
 
 
-# `dvc status dvc.yaml`: the default pipeline's; examples/text/dvc.yaml, the sentence pipeline, has its own status.
-
-
 def restored(log: str) -> set[str]:
     return {stage for stage in STAGES if f"Stage '{stage}' is cached - skipping run, checking out outputs" in log}
 
@@ -87,7 +84,7 @@ def test_forcing_pretrain_twice_leaves_every_declared_output_byte_identical(tmp_
         log = dvc(repo, "repro")
         assert not ran(log), f"nothing downstream of an equal encoder reruns:\n{log}"
     assert (repo / "models" / "encoder.run.json").is_file(), "the run's time, host and commit are kept, apart"
-    assert "Data and pipelines are up to date." in dvc(repo, "status", "dvc.yaml")
+    assert "Data and pipelines are up to date." in dvc(repo, "status")
 
 
 @pytest.mark.e2e
@@ -101,7 +98,7 @@ def test_switching_the_sampler_and_back_restores_every_stage_from_the_run_cache(
     log = dvc(repo, "repro")
     assert restored(log) == set(TRAINED) and not ran(log), log
     assert digests(repo) == first, "the restored outputs, the training log and metrics among them, are the first run's"
-    assert "Data and pipelines are up to date." in dvc(repo, "status", "dvc.yaml")
+    assert "Data and pipelines are up to date." in dvc(repo, "status")
 
 
 def pushed_and_cloned(tmp_path: Path, remote: str, **config: str) -> tuple[dict[str, str], Path]:

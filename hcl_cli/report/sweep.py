@@ -23,7 +23,8 @@ from hcl_cli.objectives.registry import users_of
 from hcl_cli.stats import wilson_interval
 
 EVALUATIONS = ("knn", "linear")
-"""The accuracies of every row: kNN and the linear readout."""
+"""The accuracies of an image or graph row: kNN and the linear readout (a sentence row's: its SentEval tasks)."""
+HEADINGS = {"knn": "kNN top-1", "linear": "Linear top-1"}
 WORKSPACE = "workspace"
 TITLE = "# Sweep comparison"
 """The first line of ``OUT.md``: how hcl knows the file is its own to replace (the CSV: its header)."""
@@ -108,6 +109,11 @@ def varying_parameters(rows: list[ExperimentRow]) -> list[str]:
     return [name for name in names if len({json.dumps(row.pretrain.get(name)) for row in rows if row.shows(name)}) > 1]
 
 
+def accuracy_columns(rows: list[ExperimentRow]) -> list[str]:
+    """The accuracies every row has, in the first row's order: kNN and linear, or a sentence sweep's SentEval tasks."""
+    return [key for key in rows[0].accuracy if all(key in row.accuracy for row in rows)]
+
+
 def winners(rows: list[ExperimentRow], key: str) -> set[int]:
     """The index of the row whose ``key`` accuracy beats every other row beyond the 95% intervals (none when it ties)."""
     if len(rows) < 2:
@@ -127,7 +133,8 @@ def cell(accuracy: Accuracy, bold: bool) -> str:
 def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
     """A Markdown table, one row per experiment; only the parameters that vary, only where the sampler reads them."""
     columns = varying_parameters(rows)
-    best = {key: winners(rows, key) for key in EVALUATIONS}
+    evaluations = accuracy_columns(rows)
+    best = {key: winners(rows, key) for key in evaluations}
     baselines = sorted({row.baseline for row in rows} - {WORKSPACE})
     stopped = any(row.extent != "complete" for row in rows)
     extent_column = ["Pretraining"] if stopped else []
@@ -141,17 +148,22 @@ def markdown_table(rows: list[ExperimentRow], skipped: list[str]) -> str:
             "SVM protocol (svm) cross-validates over every sample: the mean over its folds ± their standard deviation, but for a "
             "graph run that read labels under the inductive protocol (`svm, inductive`) it is fitted on the train split and scored "
             f"on the test split, with the Wilson interval; `{TRANSDUCTIVE_LABELS}` marks a graph run whose pretraining read every "
-            "graph with its label (docs/protocol-graphs.md). Only the "
+            "graph with its label (docs/protocol-graphs.md). A sentence run shows each SentEval task's accuracy instead, with the "
+            "Wilson interval of the items it scored (every item for the cross-validated MR, CR, SUBJ and MPQA). Only the "
             "pretrain parameters that vary are shown, and `-` where the row's sampler does not read them. A value is **bold** "
             "only when it beats every other row beyond those intervals."
         ),
         "",
-        "| " + " | ".join(["Experiment", "Dataset", "Protocol", "Sampler", *extent_column, *columns, "kNN top-1", "Linear top-1"]) + " |",
-        "|" + "|".join([":--"] * 4 + [":--"] * len(extent_column) + ["--:"] * len(columns) + ["--:", "--:"]) + "|",
+        "| "
+        + " | ".join(
+            ["Experiment", "Dataset", "Protocol", "Sampler", *extent_column, *columns, *(HEADINGS.get(key, key) for key in evaluations)]
+        )
+        + " |",
+        "|" + "|".join([":--"] * 4 + [":--"] * len(extent_column) + ["--:"] * (len(columns) + len(evaluations))) + "|",
     ]
     for index, row in enumerate(rows):
         values = [format_value(row.pretrain.get(name)) if row.shows(name) else "-" for name in columns]
-        accuracies = [cell(row.accuracy[key], index in best[key]) for key in EVALUATIONS]
+        accuracies = [cell(row.accuracy[key], index in best[key]) for key in evaluations]
         extent = [row.extent] if stopped else []
         lines.append("| " + " | ".join([row.name, row.dataset, row.protocol_cell, row.sampler, *extent, *values, *accuracies]) + " |")
     if not any(best.values()) and len(rows) > 1:
@@ -168,16 +180,17 @@ def format_value(value: Any) -> str:
 def csv_table(rows: list[ExperimentRow]) -> str:
     """Every row with every pretrain parameter (empty where its sampler does not read it), accuracies at full precision."""
     parameters = list(dict.fromkeys(name for row in rows for name in row.pretrain))
-    best = {key: winners(rows, key) for key in EVALUATIONS}
+    evaluations = accuracy_columns(rows)
+    best = {key: winners(rows, key) for key in evaluations}
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    accuracy_columns = [f"{key}_{part}" for key in EVALUATIONS for part in ("top1", "low", "high", "folds", "best")]
+    headings = [f"{key}_{part}" for key in evaluations for part in ("top1", "low", "high", "folds", "best")]
     header = ["experiment", "rev", "baseline", "dataset", "protocol", "pretraining_labels", "steps", "planned_steps"]
-    writer.writerow([*header, *parameters, *accuracy_columns])
+    writer.writerow([*header, *parameters, *headings])
     for index, row in enumerate(rows):
         values = [row.pretrain.get(name, "") if row.shows(name) else "" for name in parameters]
         accuracies = []
-        for key in EVALUATIONS:
+        for key in evaluations:
             accuracy = row.accuracy[key]
             accuracies += [
                 repr(accuracy.top1),

@@ -3,7 +3,7 @@
 Reads every finished experiment from ``dvc exp show --json`` (the experiments of the current
 commit, and the workspace) and tabulates, per row, its dataset, its linear protocol, its sampler
 and the pretrain parameters that vary between the rows, each shown only where the row's sampler
-reads it (``-`` where it does not), against kNN and linear top-1 with their spread: the 95% Wilson
+reads it (``-`` where it does not), against kNN and linear top-1 (a sentence sweep: each SentEval task's accuracy) with their spread: the 95% Wilson
 interval of a test split (from the test-split size the metrics record), or for the SVM protocol,
 which cross-validates over every sample, the mean over the folds with their standard deviation.
 A value is in bold only when it beats every other row beyond those intervals; rows within the
@@ -43,6 +43,7 @@ from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.logs import LOG
 from hcl_cli.metrics import PARAMS, evaluation_metrics
 from hcl_cli.objectives.registry import SAMPLERS
+from hcl_cli.report.sentences import SENTENCE_METRICS, TASK_ORDER
 from hcl_cli.report.sweep import EVALUATIONS, WORKSPACE, Accuracy, ExperimentRow, csv_table, markdown_table
 
 PARAMS_FILE = "params.yaml"
@@ -51,6 +52,7 @@ LOCK_FILE = "dvc.lock"
 TABLE_OUTPUT = recorded_output("comparison table")
 """``OUT.md`` and ``OUT.csv``, hcl's own only as their folder's record lists them (:mod:`~hcl_cli.artifacts.record`)."""
 METRICS = dict(zip(EVALUATIONS, ("metrics/knn.json", "metrics/linear.json")))
+"""The accuracies of an image or graph run; a sentence run's are its SentEval tasks' (:func:`evaluated_metrics`)."""
 TRAINING_LOG = "dvclive/pretrain/metrics.json"
 """pretrain's training log in the pipeline: its ``steps`` and ``planned_steps`` say whether --max-steps stopped the run."""
 FINISHED_STATES = (None, "success")
@@ -134,7 +136,8 @@ def run(out: str, selection: Selection) -> None:
     if not rows:
         reason = f" ({'; '.join(skipped)})" if skipped else ""
         raise HclError(
-            f"dvc exp show lists no finished experiment with both {METRICS['knn']} and {METRICS['linear']} that the filters keep{reason}; run `dvc exp run` first"
+            f"dvc exp show lists no finished experiment with both {METRICS['knn']} and {METRICS['linear']} (or a sentence run's "
+            f"metrics/{SENTENCE_METRICS.format(task='TASK')}) that the filters keep{reason}; run `dvc exp run` first"
         )
     dataset = selection.dataset or majority_dataset(rows)
     if not any(row.dataset == dataset for row in rows):
@@ -237,19 +240,18 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
     data = entry.get("data") or {}
     accuracy = {}
     protocols: dict[str, str] = {}
-    for key, path in METRICS.items():
+    for key, path in evaluated_metrics(data).items():
         metrics = data.get("metrics", {}).get(path, {}).get("data")
         if not isinstance(metrics, dict) or "top1" not in metrics:
             return f"no top1 in {path}"
-        group = params.get(key) if isinstance(params.get(key), dict) else {}
+        evaluation = key if key in METRICS else "linear"  # a SentEval task's accuracy is a linear readout's
+        group = params.get(evaluation) if isinstance(params.get(evaluation), dict) else {}
         try:  # the report's check, with the parameters params.yaml held: what it refuses is not tabulated
-            checked = evaluation_metrics(metrics, path, f"{key}-eval", {PARAMS: group}, complete=False)
+            checked = evaluation_metrics(metrics, path, f"{evaluation}-eval", {PARAMS: group}, complete=False)
         except HclError as error:
             return str(error)
-        protocols[key] = str(checked.params.get("protocol", "-"))
-        accuracy[key] = Accuracy(
-            checked.top1, checked.test_size, *fold_spread(checked.details.get("svm") if protocols[key] == "svm" else None)
-        )
+        protocol = protocols[evaluation] = str(checked.params.get("protocol", "-"))
+        accuracy[key] = Accuracy(checked.top1, checked.test_size, *fold_spread(checked.details.get("svm") if protocol == "svm" else None))
     pretrain = params.get("pretrain")
     if not isinstance(pretrain, dict) or "sampler" not in pretrain:
         return f"{PARAMS_FILE} has no pretrain.sampler"
@@ -266,6 +268,14 @@ def experiment_row(entry: dict[str, Any], name: str, baseline: str, params: dict
         steps=training_steps(data),
         graphs=prepare.get("dataset") == "tu",
     )
+
+
+def evaluated_metrics(data: dict[str, Any]) -> dict[str, str]:
+    """The accuracies a row shows, by column: a sentence run's SentEval tasks (``metrics/senteval-TASK.json``, in SentEval's
+    order) where the entry has any, else kNN and linear (:data:`METRICS`)."""
+    recorded = data.get("metrics") or {}
+    tasks = {task: f"metrics/{SENTENCE_METRICS.format(task=task)}" for task in TASK_ORDER}
+    return {task: path for task, path in tasks.items() if path in recorded} or METRICS
 
 
 def fold_spread(svm: Any) -> tuple[float, int]:
