@@ -243,6 +243,8 @@ def results(
     load at the last run (``load`` where none of ``done`` records it)."""
     return {
         "modality": "text",
+        "torch": torch.__version__,
+        "device": "cpu",
         "complete": complete,
         **table,
         "absent": "SICK (UnDiMix Table 4's first task) is not available"
