@@ -14,6 +14,7 @@ import pytest
 
 from hcl_cli.errors import UsageError
 from hcl_cli.stages import table_sentences
+from hcl_cli.stages.table import TableStopped
 from hcl_cli.stages.table_sentences import SentenceTableRequest
 from hcl_cli.tables.sentence_rows import Recipe
 from hcl_cli.tables.sentences import sentences_markdown
@@ -59,6 +60,8 @@ def test_two_rows_at_two_seeds_write_the_tables_and_a_rerun_runs_only_what_is_mi
     assert ran == []
     more = table_sentences.run(SentenceTableRequest(name="tiny", rows=("qt", "hard-beta1"), seeds=3, out=tmp_path, **TINY))  # type: ignore[arg-type]
     assert ran == ["qt/2", "hard-beta1/2"] and len(more["runs"]) == 8 and len(more["invocations"]) == 3
+    joined = table_sentences.run(SentenceTableRequest(name="joined", rows=("qt",), seeds=3, out=tmp_path, merge=("tiny",), **TINY))  # type: ignore[arg-type]
+    assert ran == ["qt/2", "hard-beta1/2"] and joined["runs"] == more["runs"] and list(joined["rows"]) == ["qt", "hard-beta1"]
 
     with pytest.raises(UsageError, match="holds another table"):
         table_sentences.run(SentenceTableRequest(name="tiny", seeds=1, out=tmp_path, **{**TINY, "recipe": Recipe(epochs=2, folds=3)}))  # type: ignore[arg-type]
@@ -111,3 +114,12 @@ def test_a_bad_request_is_one_line_before_any_work(
     with pytest.raises(UsageError, match=message):
         table_sentences.run(request)
     assert not (tmp_path / "out" / "t.json").exists()
+
+
+def test_a_spent_time_budget_stops_between_runs_with_exit_75_and_the_record_written(tmp_path: Path) -> None:
+    request = SentenceTableRequest(name="t", rows=("qt",), seeds=1, out=tmp_path, time_budget=1e-9, **TINY)  # type: ignore[arg-type]
+    with pytest.raises(TableStopped, match="time budget spent before word-embeddings/0") as stopped:
+        table_sentences.run(request)
+    assert stopped.value.exit_code == 75
+    record = json.loads((tmp_path / "t.json").read_text())
+    assert not record["complete"] and record["runs"] == [] and "Cost: no trained row yet." in (tmp_path / "t.md").read_text()
