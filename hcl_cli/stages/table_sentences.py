@@ -17,8 +17,10 @@ the only part of FILE it changes (docs/sentences.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -154,9 +156,10 @@ def prepared_folder(folder: Path, **options: Any) -> Path:
 
 
 def load_sentences(request: SentenceTableRequest, tasks: list[str], counts: dict[str, int] | None) -> SentenceData:
-    """The corpus (a prepared one used as it is) and ``tasks``, prepared into ``WORK/prepared`` once and loaded; a corpus
-    whose counts are not the record's ``counts`` is a usage error."""
-    corpus, folder = request.corpus, request.work_folder / "prepared"
+    """The corpus (a prepared one used as it is) and ``tasks``, prepared into ``WORK/prepared/HASH`` (one per pair of sources)
+    once and loaded; a corpus whose counts are not the record's ``counts`` is a usage error."""
+    corpus, sources = request.corpus, f"{request.corpus.resolve()}\0{request.senteval.resolve()}"
+    folder = request.work_folder / "prepared" / hashlib.sha256(os.fsencode(sources)).hexdigest()[:8]  # other sources: afresh
     if not (corpus / "card.json").is_file():
         corpus = prepared_folder(folder / "corpus", dataset="text", path=str(corpus))
     card = TEXT.load_card(corpus)
