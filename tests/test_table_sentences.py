@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,3 +125,18 @@ def test_a_spent_time_budget_stops_between_runs_with_exit_75_and_the_record_writ
     assert stopped.value.exit_code == 75
     record = json.loads((tmp_path / "t.json").read_text())
     assert not record["complete"] and record["runs"] == [] and "Cost: no trained row yet." in (tmp_path / "t.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--sentences", "data/text"], "--sentences needs --senteval DIR"),
+        (
+            ["--sentences", "data/text", "--senteval", "data/senteval-tiny", "--images", "a=b"],
+            "--images and --sentences: one table at a time",
+        ),
+    ],
+)
+def test_the_command_line_refuses_a_sentence_table_it_cannot_run_in_one_line(arguments: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "hcl_cli", "table", "--name", "t", *arguments], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith(f"hcl table: error: {message}") and done.stderr.count("\n") == 1, done.stderr

@@ -82,6 +82,8 @@ def request(
     """The request of ``hcl table --sentences`` from its options (:func:`hcl_cli.cli.table`): ``recipe`` is ``--epochs``,
     ``--batch-size`` and ``--folds``, ``paths`` ``--sentences``, ``--senteval``, ``--out``, ``--work`` and ``--page``."""
     corpus, senteval, out, work, page = paths
+    if not senteval:
+        raise UsageError("--sentences needs --senteval DIR, the folder of SentEval's task files")
     rows = tuple(filter(None, (methods or "sentences").split(",")))
     return SentenceTableRequest(
         name,
