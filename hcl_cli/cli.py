@@ -28,6 +28,7 @@ from hcl_cli.config.base import StageConfig
 from hcl_cli.config.export import ExportConfig
 from hcl_cli.config.pipeline import STAGE_CONFIGS
 from hcl_cli.console import answered, write_stdout
+from hcl_cli.errors import UsageError
 from hcl_cli.logs import LOG, set_level
 from hcl_cli.option import option_name, parse_bool, parse_number
 from hcl_cli.params import default_params_yaml, read_group, sampler_options_markdown
@@ -187,16 +188,20 @@ def table(
     methods: Annotated[
         str,
         typer.Option(
-            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5; with --images: images (ucl debiased hucl scl hscl ot undimix) or some of them. Default: table2,table5, or images."
+            help="Comma-separated methods and groups: table2 (H-SCL Table II), table5 (HCL-OT Table V), betas, fig3 (HCL Fig. 3), fig7 (UnDiMix Fig. 7), or rows such as ucl, hucl, hscl, ot-eps0.5; with --images: images (ucl debiased hucl scl hscl ot undimix) or some of them; with --sentences: sentences (qt debiased hard-beta1 hard-beta2 undimix), hcl-table2, undimix-table4 or rows. Default: table2,table5, images or sentences."
         ),
     ] = "",
     seeds: Annotated[
         int | None,
-        typer.Option(help="Run seeds 0..N-1 of every method (default 10); with --verify, rerun each row's first N seeds (default all)."),
+        typer.Option(
+            help="Run seeds 0..N-1 of every method (default 10; sentences 5); with --verify, rerun each row's first N seeds (default all)."
+        ),
     ] = None,
     epochs: Annotated[
         int | None,
-        typer.Option(help="Train this many epochs instead of the presets' 200 (a smoke run); with --images: the recipe's (200)."),
+        typer.Option(
+            help="Train this many epochs instead of the presets' 200 (a smoke run); with --images: the recipe's (200); with --sentences: pretrain's (3)."
+        ),
     ] = None,
     images: Annotated[
         str | None,
@@ -205,8 +210,20 @@ def table(
             help="An image table instead (docs/tables.md): the dataset at PATH (a prepared folder, train/ and test/ class folders or a tar archive of them, or torchvision's CIFAR/STL layout), named NAME (cifar10: the papers' numbers stand beside ours).",
         ),
     ] = None,
+    sentences: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CORPUS",
+            help="A sentence table instead, HCL Table 2 and UnDiMix Table 4 (docs/tables.md): quick-thought trained on CORPUS (a folder of .txt files, one sentence a line, or a prepared corpus), read out on the tasks of --senteval.",
+        ),
+    ] = None,
+    senteval: Annotated[str, typer.Option(metavar="DIR", help="With --sentences: SentEval's task files (the tasks DIR holds).")] = "",
+    folds: Annotated[int, typer.Option(help="With --sentences: SentEval's folds, outer and inner (10; prototyping: 5).")] = 10,
+    page: Annotated[str | None, typer.Option(metavar="FILE", help="With --sentences: also write the tables into FILE's markers.")] = None,
     arch: Annotated[str, typer.Option(help="With --images: every row's architecture.")] = "resnet18",
-    batch_size: Annotated[int, typer.Option(help="With --images: every row's batch.")] = 512,
+    batch_size: Annotated[
+        int | None, typer.Option(help="With --images or --sentences: every row's batch (default 512; sentences 400).")
+    ] = None,
     precision: Annotated[str, typer.Option(help="With --images: auto (bf16 on CUDA), bf16 or fp32.")] = "auto",
     eval_every: Annotated[int, typer.Option(help="With --images: the kNN probe's epochs apart (HCL Fig. 11: 5); 0: none.")] = 5,
     device: Annotated[str, typer.Option(help="With --images: auto (CUDA when present), cpu or cuda.")] = "auto",
@@ -255,17 +272,27 @@ def table(
     """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data.
 
     Every method runs on the same seeds, ours beside the paper's number, with paired differences (95% intervals) and the
-    untrained encoder."""
+    untrained encoder; --images runs an image table, --sentences HCL Table 2 and UnDiMix Table 4 on a corpus."""
     from hcl_cli.stages import table as table_stage
 
     request: object = None
     run_table = table_stage.run
-    if name is not None and images is not None:
+    if name is not None and sentences is not None:
+        from hcl_cli.stages import table_sentences
+
+        if images is not None:
+            raise UsageError("--images and --sentences: one table at a time")
+
+        recipe_asked = (epochs, batch_size, folds)
+        paths = (sentences, senteval, out, work, page)
+        request = table_sentences.request(name, methods, seeds, recipe_asked, paths, threads, time_budget, tuple(merge or ()))
+        run_table = table_sentences.run
+    elif name is not None and images is not None:
         from hcl_cli.stages import table_images
         from hcl_cli.tables.image_methods import Recipe
 
         dataset, source = table_images.parse_images(images)
-        recipe = Recipe(arch, batch_size, epochs or Recipe.epochs, precision, eval_every, compile_step)
+        recipe = Recipe(arch, batch_size or Recipe.batch_size, epochs or Recipe.epochs, precision, eval_every, compile_step)
         rows_asked = tuple(filter(None, (methods or "images").split(",")))
         request = table_images.ImageTableRequest(
             name,

@@ -66,7 +66,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "device_check": None,  # the GPU check's parts: test_the_device_check_runs_whole_on_a_cpu_and_keeps_what_a_failure_leaves
     "official_hcl_image": None,  # the official code's harness: the same test, on a stand-in of the code
     "readme_sequences": None,  # a fresh clone through dvc repro and a sweep, minutes
-    "reproduce_sentences": None,  # HCL Table 2 / UnDiMix Table 4 on ../shared's books and SentEval: an hour and more
+    "migrate_reproduce_sentences": None,  # migrated reproduce_sentences.json once; run again, it refuses the migrated record
     "reproduce_graphs": None,  # the graph engineer's: tests/test_reproduce_graphs.py
     "step_counts": None,  # engineer B's (issue 28): tests/test_step_counts.py
 }

@@ -117,8 +117,7 @@ class TableRequest:
 
 def check(request: TableRequest) -> dict[str, dict[str, Method]]:
     """The rows of every dataset (ucl first), or a one-line usage error for a bad name, dataset, method or count."""
-    if not request.name or any(ch in request.name for ch in "/\\\0") or request.name in (".", ".."):
-        raise UsageError(f"--name {request.name!r}: expected a plain name such as mutag_ptc")
+    check_name(request.name)
     unknown = [d for d in request.datasets if d not in presets.TU_DATASETS]
     if unknown or not request.datasets:
         raise UsageError(f"--datasets {','.join(unknown) or '(none)'}: expected some of {', '.join(presets.TU_DATASETS)}")
@@ -132,6 +131,12 @@ def check(request: TableRequest) -> dict[str, dict[str, Method]]:
         raise UsageError(f"--data {shown(request.data)}: no such file or folder (the TU data: data/raw, a zip or a tar archive)")
     names = expand(list(request.methods))
     return {dataset: {name: method(dataset, name) for name in dict.fromkeys(["ucl", *names])} for dataset in request.datasets}
+
+
+def check_name(name: str) -> None:
+    """A one-line usage error for a ``--name`` that is not a plain file name."""
+    if not name or any(ch in name for ch in "/\\\0") or name in (".", ".."):
+        raise UsageError(f"--name {name!r}: expected a plain name such as mutag_ptc")
 
 
 def run(request: TableRequest) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """``hcl table`` owns its files (issue 52, item 4): a user's ``OUT/NAME.md`` or ``OUT/NAME.json`` (or a symbolic link at
 either), a ``--merge`` part hcl did not write, a results file whose summary is not its runs' and a time budget of NaN
-are each refused with one line, exit 2, the user's file as it was."""
+are each refused with one line, exit 2, the user's file as it was; so are they for a sentence table (``--sentences``,
+issue 51), and a ``--page`` without the generated markers."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ TABLE = (
     "tables",
 )
 """A one-run table into ``tables/`` (``--data .`` exists: the refusals come before any data is read)."""
+SENTENCES = ("table", "--name", "t", "--sentences", ".", "--senteval", ".", "--seeds", "1", "--epochs", "1", "--out", "tables")
+"""A one-run sentence table into ``tables/`` (the refusals come before the corpus and the tasks are looked for)."""
 ROW = {"seeds": [0, 1], "accuracies": [80.0, 90.0], "mean": 85.0, "std": 5.0, "parameters": {"sampler": "ucl"}}
 
 
@@ -83,6 +86,55 @@ CASES: list[Case] = [
         *TABLE,
         "--time-budget",
         "nan",
+        path="tables/t.md",
+        content="# my table\n",
+        fragment="--time-budget must be a finite number",
+    ),
+    kept(
+        "table --sentences over a user's NAME.md",
+        *SENTENCES,
+        path="tables/t.md",
+        content="# mine\n",
+        fragment="hcl has no record of writing",
+    ),
+    kept(
+        "table --sentences over a user's NAME.json",
+        *SENTENCES,
+        path="tables/t.json",
+        content="{}\n",
+        fragment="hcl has no record of writing",
+    ),
+    kept(
+        "table --sentences NAME.md a symlink",
+        *SENTENCES,
+        path="mine.md",
+        content="# mine\n",
+        fragment="is a symbolic link",
+        setup_link="tables/t.md",
+    ),
+    kept(
+        "table --sentences --merge a part hcl did not write",
+        *SENTENCES,
+        "--merge",
+        "part",
+        path="tables/part.json",
+        content='{"modality": "text"}\n',
+        fragment="--merge part: tables/part.json is a file hcl has no record of writing",
+    ),
+    kept(
+        "table --sentences --page without the markers",
+        *SENTENCES,
+        "--page",
+        "page.md",
+        path="page.md",
+        content="# My page\n",
+        fragment="--page page.md: not a page holding the generated markers",
+    ),
+    kept(
+        "table --sentences --time-budget inf",
+        *SENTENCES,
+        "--time-budget",
+        "inf",
         path="tables/t.md",
         content="# my table\n",
         fragment="--time-budget must be a finite number",
