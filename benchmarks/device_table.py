@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from hcl_cli.tables.owned import write_owned
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "benchmarks" / "results"
@@ -107,8 +108,8 @@ def run(args: argparse.Namespace) -> None:
     results = results_folder()
     results.mkdir(parents=True, exist_ok=True)
     committed = COMMITTED / f"{name}.json"
-    if committed.is_file() and not (results / f"{name}.json").is_file():
-        shutil.copyfile(committed, results / f"{name}.json")
+    if committed.is_file() and not (results / f"{name}.json").is_file():  # hcl's own there, so that hcl table adds to it
+        write_owned(results / f"{name}.json", committed.read_text())
     images = args.images or args.work / "prepared"
     command = [sys.executable, "-m", "hcl_cli", "table", "--name", name, "--images", f"{'smoke' if args.smoke else 'cifar10'}={images}"]
     command += ["--out", str(results), "--work", str(args.work / "table"), "--seeds", str(args.seeds or (2 if args.smoke else SEEDS))]
@@ -135,7 +136,7 @@ def mark_sent_commit(path: Path, before: set[str]) -> None:
     for key, run in stored["runs"].items():
         if key not in before:
             run["provenance"] = {**(run.get("provenance") or {}), "sent_commit": sent}
-    path.write_text(json.dumps(stored, indent=2) + "\n")
+    write_owned(path, json.dumps(stored, indent=2) + "\n")
 
 
 def main() -> None:

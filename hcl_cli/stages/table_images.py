@@ -41,6 +41,7 @@ from hcl_cli.stages.table import TableStopped, Writer, read_json, relative, save
 from hcl_cli.tables.image_methods import ABSENT, IMAGE_ROWS, PAPER_DATASET, Recipe, image_rows, paper_numbers
 from hcl_cli.tables.image_runs import ImageData, load_images, precision_of, run_image
 from hcl_cli.tables.image_summary import image_markdown, image_table
+from hcl_cli.tables.owned import check_owned, write_owned
 
 TORCHVISION_FOLDERS = {"cifar-10-batches-py": "cifar10", "cifar-100-python": "cifar100", "stl10_binary": "stl10"}
 """torchvision's folder of each dataset -> ``hcl prepare``'s ``--dataset``."""
@@ -146,6 +147,7 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
         raise UsageError(
             f"--eval-every {request.recipe.eval_every} must divide --epochs {request.recipe.epochs} (the curve ends at the last epoch)"
         )
+    check_owned(request.out / f"{request.name}.json", request.markdown_file, {name: request.out / f"{name}.json" for name in request.merge})
     rows = image_rows(list(request.rows))
     recipe = request.recipe.values()
     for values in rows.values():  # a bad --arch, --batch-size or --precision: one line, before anything is written
@@ -182,7 +184,7 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
         result = results(request, data, shown_rows, recipe, done, invocations, stopped)
         request.writer(path, result)
         if request.markdown_file:
-            save_text(path.with_suffix(".md"), image_markdown(result))
+            write_owned(path.with_suffix(".md"), image_markdown(result), markdown=True)
         return result
 
     skipped: list[str] = []

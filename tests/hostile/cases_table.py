@@ -1,7 +1,7 @@
 """``hcl table`` owns its files (issue 52, item 4): a user's ``OUT/NAME.md`` or ``OUT/NAME.json`` (or a symbolic link at
 either), a ``--merge`` part hcl did not write, a results file whose summary is not its runs' and a time budget of NaN
 are each refused with one line, exit 2, the user's file as it was; so are they for a sentence table (``--sentences``,
-issue 51), and a ``--page`` without the generated markers."""
+issue 51), and a ``--page`` without the generated markers, and for an image table (``--images``, issue 53)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ TABLE = (
 """A one-run table into ``tables/`` (``--data .`` exists: the refusals come before any data is read)."""
 SENTENCES = ("table", "--name", "t", "--sentences", ".", "--senteval", ".", "--seeds", "1", "--epochs", "1", "--out", "tables")
 """A one-run sentence table into ``tables/`` (the refusals come before the corpus and the tasks are looked for)."""
+IMAGES = ("table", "--name", "t", "--images", "x=.", "--methods", "ucl", "--seeds", "1", "--epochs", "5", "--out", "tables")
+"""A one-run image table into ``tables/`` (the refusals come before the images are looked for)."""
 ROW = {"seeds": [0, 1], "accuracies": [80.0, 90.0], "mean": 85.0, "std": 5.0, "parameters": {"sampler": "ucl"}}
 
 
@@ -138,5 +140,16 @@ CASES: list[Case] = [
         path="tables/t.md",
         content="# my table\n",
         fragment="--time-budget must be a finite number",
+    ),
+    kept("table --images over a user's NAME.md", *IMAGES, path="tables/t.md", content="# mine\n", fragment="hcl has no record of writing"),
+    kept("table --images over a user's NAME.json", *IMAGES, path="tables/t.json", content="{}\n", fragment="hcl has no record of writing"),
+    kept(
+        "table --images --merge a part hcl did not write",
+        *IMAGES,
+        "--merge",
+        "part",
+        path="tables/part.json",
+        content='{"modality": "image"}\n',
+        fragment="--merge part: tables/part.json is a file hcl has no record of writing",
     ),
 ]
