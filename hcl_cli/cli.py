@@ -269,10 +269,11 @@ def table(
         ),
     ] = "",
 ) -> None:
-    """Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data.
+    """Reproduce a paper's table: on graphs (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7), images or sentences.
 
     Every method runs on the same seeds, ours beside the paper's number, with paired differences (95% intervals) and the
-    untrained encoder; --images runs an image table, --sentences HCL Table 2 and UnDiMix Table 4 on a corpus."""
+    untrained encoder: graph tables on the shipped or fetched TU data; --images every sampler on an image dataset;
+    --sentences HCL Table 2 and UnDiMix Table 4 on a corpus, read out on SentEval's tasks."""
     from hcl_cli.stages import table as table_stage
 
     request: object = None

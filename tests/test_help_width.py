@@ -68,7 +68,7 @@ def test_the_listing_gives_each_command_its_whole_first_sentence(
     text = " ".join(help_text([], capsys, monkeypatch).split())
     assert "HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data. preset" not in text
     assert (
-        "table Reproduce a paper's graph table (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7) from the shipped or fetched TU data."
+        "table Reproduce a paper's table: on graphs (H-SCL Table II, HCL-OT Table V, HCL Fig. 3, UnDiMix Fig. 7), images or sentences."
         in text
     )
 
