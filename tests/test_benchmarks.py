@@ -36,6 +36,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_graph_undimix": ["--archive", "{tu}", "--dataset", "TOY", "--epochs", "2", "--repeats", "1", "--batch-size", "16"],
     "bench_help": ["--repeats", "1"],
     "bench_knn_memory": ["--device", "cpu", "--bank", "5000", "--queries", "100"],
+    "bench_knn_probe": ["--epochs", "1", "--probes", "1", "--threads", "1"],
     "bench_linear": ["--train", "500", "--test", "100"],
     "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
     "bench_optimizer": ["--repeats", "1", "--warmup", "0"],
