@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import copy_pipeline
 from docs_pages import page
 
 from hcl_cli.cli import main
@@ -541,38 +540,3 @@ def test_a_write_error_on_standard_output_exits_1_with_one_line(args: list[str])
     assert result.stderr.strip().splitlines() == [
         f"hcl{' ' + args[0] if args[0] != '--help' else ''}: error: cannot write to standard output: No space left on device"
     ]
-
-
-@pytest.mark.slow
-def test_editing_a_knn_help_text_changes_only_knn_eval_and_the_report_under_real_dvc(tmp_path: Path) -> None:
-    """The whole pipeline's dvc status after ``dvc repro``: a knn-eval option's help edited marks knn-eval and the report
-    changed, the report because it reads the declarations to list only the parameters a run read
-    (hcl_cli/report/parameters.py); prepare, pretrain, embed and linear-eval stay cached. A help text of the front end
-    (cli.py) marks none."""
-
-    def run(*args: str) -> str:
-        result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False)
-        assert result.returncode == 0, f"{' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-        return result.stdout
-
-    def changed() -> set[str]:
-        return set(json.loads(run("dvc", "status", "--json") or "{}"))
-
-    copy_pipeline(tmp_path)
-    params = yaml.safe_load(default_params_yaml())
-    params["pretrain"] |= {"epochs": 1, "batch_size": 64}
-    params["knn"] |= {"k": 10}
-    params["linear"] |= {"epochs": 5}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run("git", "init", "-q")
-    run("dvc", "init", "-q")
-    run("dvc", "config", "core.analytics", "false")
-    run("dvc", "repro")
-    assert changed() == set()
-
-    cli = tmp_path / "hcl_cli" / "cli.py"
-    cli.write_text(cli.read_text().replace('DEBUG_HELP = "Show', 'DEBUG_HELP = "Print'))
-    assert changed() == set(), "the command line's front end is no stage's dependency"
-    knn = tmp_path / "hcl_cli" / "config" / "knn.py"
-    knn.write_text(knn.read_text().replace('"Neighbours that vote, at most', '"Nearest neighbours that vote, at most'))
-    assert changed() == {"knn-eval", "report"}
