@@ -36,6 +36,7 @@ SMALLEST: dict[str, list[str] | None] = {
     "bench_graph_undimix": ["--archive", "{tu}", "--dataset", "TOY", "--epochs", "2", "--repeats", "1", "--batch-size", "16"],
     "bench_help": ["--repeats", "1"],
     "bench_knn_memory": ["--device", "cpu", "--bank", "5000", "--queries", "100"],
+    "bench_knn_probe": ["--epochs", "1", "--probes", "1", "--threads", "1"],
     "bench_linear": ["--train", "500", "--test", "100"],
     "bench_loss_floor": ["--batch-sizes", "8", "--repeats", "1", "--warmup", "0", "--graph-repeats", "1", "--threads", "1"],
     "bench_optimizer": ["--repeats", "1", "--warmup", "0"],
@@ -48,6 +49,7 @@ SMALLEST: dict[str, list[str] | None] = {
     + ["--device", "cpu", "--threads", "1"],
     "bench_queue": ["--queue-sizes", "64", "--batch-size", "16", "--repeats", "1", "--warmup", "0", "--threads", "1"],
     "bench_samplers": ["--batch-size", "16", "--repeats", "1", "--runs", "1", "--warmup", "0", "--threads", "1"],
+    "bench_suite": ["--select", "tests/test_readme_figures.py", "-k", "check_finds_a_figure or says_when_where"],
     "bench_text_samplers": ["--corpus", "{corpus}", "--batch-size", "8", "--steps", "1", "--warmup", "0", "--repeats", "1"],
     "bench_sinkhorn_cpu": ["--archive", "{tu}", "--dataset", "TOY", "--batches", "1", "--repeats", "1", "--iterations", "5"],
     "check_cifar10_prepare": ["--archive", "{cifar}", "--sample", "2", "--expected-counts", str(10 * CIFAR_TRAIN), str(10 * CIFAR_TEST)],
@@ -236,6 +238,18 @@ def test_the_device_check_s_time_boxes_fit_its_budget_with_the_install(mode: lis
         ["bash", "benchmarks/device_check.sh", *mode, "--plan", "--budget", str(boxes)], cwd=ROOT, capture_output=True, text=True
     )
     assert tight.returncode == 2 and "do not fit" in tight.stderr
+
+
+def test_the_suite_benchmark_counts_and_times_a_junit_report(tmp_path: Path) -> None:
+    """bench_suite's counts and slowest tests from pytest's JUnit report: each outcome counted once, slowest first."""
+    report = tmp_path / "junit.xml"
+    cases = [("a", "0.5", ""), ("b", "2.25", "<failure/>"), ("c", "0.01", "<skipped/>"), ("d", "1.0", "<error/>"), ("e", "3.0", "")]
+    rows = "".join(f'<testcase classname="tests.t" name="{name}" time="{time}">{inner}</testcase>' for name, time, inner in cases)
+    report.write_text(f"<testsuites><testsuite>{rows}</testsuite></testsuites>")
+    counts, slowest = importlib.import_module("benchmarks.bench_suite").suite_counts(report)
+    assert counts == {"passed": 2, "failed": 1, "errors": 1, "skipped": 1}
+    assert [row["test"] for row in slowest] == ["tests.t::e", "tests.t::b", "tests.t::d", "tests.t::a", "tests.t::c"]
+    assert slowest[0]["seconds"] == 3.0
 
 
 def test_a_failure_injected_names_its_part_or_row(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -88,15 +89,60 @@ def test_the_simclr_augmentation_s_constants_are_made_before_the_step_is_compile
     assert key == (32, 32, 3, torch.device("cpu")) and isinstance(constants, Constants)
 
 
-def compiled_run(data: Path, tmp_path: Path, *options: str) -> str:
-    """The output of ``hcl pretrain --compile true`` for three epochs on small_cnn under ``TORCH_LOGS=recompiles,graph_breaks``."""
-    command = [sys.executable, "-m", "hcl_cli", "pretrain", "--data", str(data), "--out", str(tmp_path / "models")]
-    command += ["--live-dir", str(tmp_path / "live"), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
-    command += ["--device", "cpu", "--threads", "1", *options]
+SGD_COSINE = ["--optimizer", "sgd", "--lr", "0.03", "--lr-schedule", "cosine", "--warmup-epochs", "1"]
+COMPILED_RUNS = {
+    "moco-adam": ["--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco"],
+    "moco-sgd-cosine": ["--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", *SGD_COSINE],
+    "batch-queue-hucl": ["--sampler", "hucl", "--queue-size", "192"],
+    "batch-queue-undimix": ["--sampler", "undimix", "--queue-size", "192"],
+    "threshold": ["--sampler", "hscl-threshold"],
+    "anneal": ["--sampler", "hucl", "--anneal", "paper", "--anneal-steps", "3"],
+}
+"""The compiled runs the tests below read, by name: each one's options of ``hcl pretrain``."""
+RUNS_IN_ONE_PROCESS = """
+import json, sys
+import torch
+from hcl_cli.cli import main
+
+for name, args in json.loads(sys.argv[1]).items():
+    torch._dynamo.reset()  # each run compiles afresh and logs its graph break in full, as in a process of its own
+    torch._dynamo.utils.graph_break_dup_warning_checker.reset()
+    print(f"=== run {name}", file=sys.stderr, flush=True)
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exited:
+        code = exited.code or 0
+    print(f"=== exit {code}", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled_runs(prepared_digits: Callable[[float], Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The standard error of ``hcl pretrain --compile true`` for three epochs on small_cnn under
+    ``TORCH_LOGS=recompiles,graph_breaks``, for each of :data:`COMPILED_RUNS`: the runs go one after another through the
+    command line's ``main`` in one interpreter (torch and Inductor imported once), dynamo's caches and its record of the graph
+    breaks it has logged reset before each."""
+    data, work = prepared_digits(0.9), tmp_path_factory.mktemp("compiled")
+    common = ["--data", str(data), "--arch", "small_cnn", "--batch-size", "32", "--epochs", "3", "--compile", "true"]
+    runs = {
+        name: ["pretrain", *common, "--out", str(work / name / "models"), "--live-dir", str(work / name / "live")]
+        + ["--device", "cpu", "--threads", "1", *options]
+        for name, options in COMPILED_RUNS.items()
+    }
     environment = {**os.environ, "TORCH_LOGS": "recompiles,graph_breaks", "OMP_NUM_THREADS": "1"}
-    finished = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    finished = subprocess.run(
+        [sys.executable, "-c", RUNS_IN_ONE_PROCESS, json.dumps(runs)], capture_output=True, text=True, env=environment, timeout=1200
+    )
     assert finished.returncode == 0, finished.stderr[-3000:]
-    output = finished.stdout + finished.stderr
+    parts = re.split(r"^=== run (\S+)\n", finished.stderr, flags=re.MULTILINE)[1:]
+    return dict(zip(parts[::2], parts[1::2]))
+
+
+def compiled_run(outputs: dict[str, str], name: str) -> str:
+    """The standard error of the compiled run ``name`` (:func:`compiled_runs`), which finished with exit code 0."""
+    output = outputs[name]
+    assert output.rstrip().endswith("=== exit 0"), output[-3000:]
     assert "3 epochs of 5 steps" in output, "three epochs, so that a guard on the epoch or the step would show"
     return output
 
@@ -118,17 +164,12 @@ def assert_compiled_once_with_the_backward_break(output: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "schedule", [[], ["--optimizer", "sgd", "--lr", "0.03", "--lr-schedule", "cosine", "--warmup-epochs", "1"]], ids=["adam", "sgd-cosine"]
-)
-def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(
-    prepared_digits: Callable[[float], Path], tmp_path: Path, schedule: list[str]
-) -> None:
+@pytest.mark.parametrize("schedule", ["adam", "sgd-cosine"])
+def test_a_compiled_run_over_a_moco_queue_never_recompiles_across_epochs(compiled_runs: dict[str, str], schedule: str) -> None:
     """``hcl pretrain --compile true --queue-mode moco`` for three epochs: ``TORCH_LOGS=recompiles`` reports none (the
     queue's pointer moves on the device, its filled size never changes; issue 43 item 2), nor with MoCo-v2's SGD under a
     warmed-up cosine schedule (the learning rate is one tensor, written in place). The one graph break is the backward."""
-    output = compiled_run(prepared_digits(0.9), tmp_path, "--sampler", "hucl", "--queue-size", "64", "--queue-mode", "moco", *schedule)
-    assert_compiled_once_with_the_backward_break(output)
+    assert_compiled_once_with_the_backward_break(compiled_run(compiled_runs, f"moco-{schedule}"))
 
 
 MASKED_QUEUE_SETTINGS = [
@@ -196,28 +237,19 @@ def test_a_queue_masked_to_its_filled_rows_gives_the_loss_of_its_filled_part(sam
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["hucl", "undimix"])
-def test_a_compiled_run_over_a_batch_queue_compiles_once_as_the_queue_fills(
-    prepared_digits: Callable[[float], Path], tmp_path: Path, sampler: str
-) -> None:
+def test_a_compiled_run_over_a_batch_queue_compiles_once_as_the_queue_fills(compiled_runs: dict[str, str], sampler: str) -> None:
     """``--queue-size 192`` with the default ``--queue-mode batch``: 64 keys a step, so the queue fills over the first three
     steps. The step takes the whole queue with its filled rows marked, not the filled part: no recompile (issue 43 item 2),
     undimix's queued key features included."""
-    output = compiled_run(prepared_digits(0.9), tmp_path, "--sampler", sampler, "--queue-size", "192")
-    assert_compiled_once_with_the_backward_break(output)
+    assert_compiled_once_with_the_backward_break(compiled_run(compiled_runs, f"batch-queue-{sampler}"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "schedule",
-    [["--sampler", "hscl-threshold"], ["--sampler", "hucl", "--anneal", "paper", "--anneal-steps", "3"]],
-    ids=["threshold", "anneal"],
-)
-def test_a_compiled_run_under_a_sampler_schedule_compiles_once(
-    prepared_digits: Callable[[float], Path], tmp_path: Path, schedule: list[str]
-) -> None:
+@pytest.mark.parametrize("schedule", ["threshold", "anneal"])
+def test_a_compiled_run_under_a_sampler_schedule_compiles_once(compiled_runs: dict[str, str], schedule: str) -> None:
     """hscl-threshold's threshold (-0.3, -0.15, 0) and ``--anneal``'s beta (1, 2/3, 1/3) change every epoch: tensors written
     in place, so that no epoch compiles the step again (issue 43 item 2)."""
-    assert_compiled_once_with_the_backward_break(compiled_run(prepared_digits(0.9), tmp_path, *schedule))
+    assert_compiled_once_with_the_backward_break(compiled_run(compiled_runs, schedule))
 
 
 @pytest.fixture(scope="module")

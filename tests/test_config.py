@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -19,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import copy_pipeline
 from docs_pages import page
 
 from hcl_cli.cli import main
@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 REGISTRY_SOURCE = (ROOT / "hcl_cli" / "objectives" / "registry.py").read_text()
 CLOSURE = """
-import ast, importlib, json, sys
+import ast, importlib, json, os, sys, traceback
 from pathlib import Path
+
+import torch  # imported once, before the forks below: each closure is of the package's files alone, whatever else is loaded
 
 def imports_in(path):
     # every hcl_cli module an import statement of the file names, in a function too (it runs when the stage
@@ -52,30 +54,56 @@ def imports_in(path):
             yield node.module
             yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
-importlib.import_module(f"hcl_cli.stages.{sys.argv[1]}")
-while True:
-    loaded = set(sys.modules)
-    if "hcl_cli.objectives.loss" in sys.modules:  # a stage that computes the loss may load any sampler
-        from hcl_cli.objectives.registry import SAMPLERS
-        for spec in SAMPLERS.values():
-            spec.load()
-    if "hcl_cli.modality" in sys.modules:  # a stage that reads prepared data may load any modality
-        from hcl_cli.modality import MODALITIES, modality_named
-        for name in MODALITIES:
-            modality_named(name)
-    for module in [m for name, m in list(sys.modules.items()) if name.startswith("hcl_cli.")]:
-        for name in imports_in(module.__file__):
-            if name.startswith("hcl_cli."):
-                try:
-                    importlib.import_module(name)
-                except ModuleNotFoundError:  # `from hcl_cli.module import function`: not a module
-                    pass
-    if set(sys.modules) == loaded:
-        break
-package = Path(sys.argv[2]).resolve()
-files = {Path(m.__file__).resolve() for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
-print(json.dumps(sorted(str(f.relative_to(package.parent)) for f in files if f.is_relative_to(package))))
+def closure(stage, package):
+    importlib.import_module(f"hcl_cli.stages.{stage}")
+    while True:
+        loaded = set(sys.modules)
+        if "hcl_cli.objectives.loss" in sys.modules:  # a stage that computes the loss may load any sampler
+            from hcl_cli.objectives.registry import SAMPLERS
+            for spec in SAMPLERS.values():
+                spec.load()
+        if "hcl_cli.modality" in sys.modules:  # a stage that reads prepared data may load any modality
+            from hcl_cli.modality import MODALITIES, modality_named
+            for name in MODALITIES:
+                modality_named(name)
+        for module in [m for name, m in list(sys.modules.items()) if name.startswith("hcl_cli.")]:
+            for name in imports_in(module.__file__):
+                if name.startswith("hcl_cli."):
+                    try:
+                        importlib.import_module(name)
+                    except ModuleNotFoundError:  # `from hcl_cli.module import function`: not a module
+                        pass
+        if set(sys.modules) == loaded:
+            break
+    files = {Path(m.__file__).resolve() for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+    return sorted(str(f.relative_to(package.parent)) for f in files if f.is_relative_to(package))
+
+
+package, closures = Path(sys.argv[1]).resolve(), {}
+for stage in sys.argv[2:]:  # each in a fork of this process, which holds no module of the package
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            with os.fdopen(write, "w") as out:
+                json.dump(closure(stage, package), out)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    if os.waitpid(child, 0)[1] != 0:
+        sys.exit(f"the import closure of {stage} failed")
+    closures[stage] = json.loads(text)
+print(json.dumps(closures))
 """
+
+
+STAGE_MODULES = tuple(config_cls.command.replace("-", "_") for config_cls in STAGE_CONFIGS)
+"""The module of each stage under hcl_cli/stages/."""
 
 
 def run_hcl(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -90,8 +118,15 @@ def imported_files(module: str, package: Path = ROOT / "hcl_cli", cwd: Path = RO
     (a change there can change a result). Not the rest of the command line's front end (``cli.py``, the other stages'
     declarations that ``params.py`` imports to write the whole file): a stage receives its checked configuration, so
     editing a help text there reruns nothing."""
-    result = subprocess.run([sys.executable, "-c", CLOSURE, module, str(package)], cwd=cwd, capture_output=True, text=True, check=True)
-    return set(json.loads(result.stdout)) | {f"{package.name}/params.py"}
+    return set(stage_closures(STAGE_MODULES, package, cwd)[module]) | {f"{package.name}/params.py"}
+
+
+@functools.cache
+def stage_closures(modules: tuple[str, ...], package: Path, cwd: Path) -> dict[str, list[str]]:
+    """The import closure of each stage module (:data:`CLOSURE`), computed once: one interpreter, each stage in a fork of it."""
+    result = subprocess.run([sys.executable, "-c", CLOSURE, str(package), *modules], cwd=cwd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
 
 
 def declared_code_deps(stage: str) -> set[str]:
@@ -505,38 +540,3 @@ def test_a_write_error_on_standard_output_exits_1_with_one_line(args: list[str])
     assert result.stderr.strip().splitlines() == [
         f"hcl{' ' + args[0] if args[0] != '--help' else ''}: error: cannot write to standard output: No space left on device"
     ]
-
-
-@pytest.mark.slow
-def test_editing_a_knn_help_text_changes_only_knn_eval_and_the_report_under_real_dvc(tmp_path: Path) -> None:
-    """The whole pipeline's dvc status after ``dvc repro``: a knn-eval option's help edited marks knn-eval and the report
-    changed, the report because it reads the declarations to list only the parameters a run read
-    (hcl_cli/report/parameters.py); prepare, pretrain, embed and linear-eval stay cached. A help text of the front end
-    (cli.py) marks none."""
-
-    def run(*args: str) -> str:
-        result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False)
-        assert result.returncode == 0, f"{' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-        return result.stdout
-
-    def changed() -> set[str]:
-        return set(json.loads(run("dvc", "status", "--json") or "{}"))
-
-    copy_pipeline(tmp_path)
-    params = yaml.safe_load(default_params_yaml())
-    params["pretrain"] |= {"epochs": 1, "batch_size": 64}
-    params["knn"] |= {"k": 10}
-    params["linear"] |= {"epochs": 5}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run("git", "init", "-q")
-    run("dvc", "init", "-q")
-    run("dvc", "config", "core.analytics", "false")
-    run("dvc", "repro")
-    assert changed() == set()
-
-    cli = tmp_path / "hcl_cli" / "cli.py"
-    cli.write_text(cli.read_text().replace('DEBUG_HELP = "Show', 'DEBUG_HELP = "Print'))
-    assert changed() == set(), "the command line's front end is no stage's dependency"
-    knn = tmp_path / "hcl_cli" / "config" / "knn.py"
-    knn.write_text(knn.read_text().replace('"Neighbours that vote, at most', '"Nearest neighbours that vote, at most'))
-    assert changed() == {"knn-eval", "report"}

@@ -19,7 +19,7 @@ from processes import run_grouped
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {
-    "pretrain": {"epochs": 2, "batch_size": 64},
+    "pretrain": {"epochs": 2, "batch_size": 64, "eval_every": 2},  # the kNN probe at the last epoch, as the default's at 60 of 60
     "linear": {"epochs": 20},
     "knn": {"k": 10},
     "report": {"anchors": 2},
@@ -70,6 +70,8 @@ def test_full_repro_writes_every_artifact(repo: Path) -> None:
         metrics = json.loads((repo / "metrics" / f"{name}.json").read_text())
         assert 0.0 <= metrics["top1"] <= metrics["top5"] <= 1.0
     report = (repo / "reports" / "report.md").read_text()
+    assert (repo / "dvclive" / "pretrain" / "plots" / "metrics" / "knn_top1.tsv").is_file(), "the probe's curve"
+    assert (repo / "reports" / "figures" / "knn_top1.png").is_file()
     assert f"{json.loads((repo / 'metrics' / 'knn.json').read_text())['top1']:.4f}" in report
     assert repro(repo) == set(), "a second repro with nothing changed runs nothing"
 
@@ -130,3 +132,24 @@ def test_a_stage_run_by_hand_leaves_git_and_dvc_status_clean(repo: Path) -> None
     assert (repo / "runs" / "models" / "encoder.safetensors").is_file()
     assert run(["git", "status", "--porcelain"], repo).strip() == ""
     assert changed_stages(repo) == set()
+
+
+def test_editing_a_knn_help_text_changes_only_knn_eval_and_the_report(repo: Path) -> None:
+    """The whole pipeline's dvc status after ``dvc repro``: a knn-eval option's help edited marks knn-eval and the report
+    changed, the report because it reads the declarations to list only the parameters a run read
+    (hcl_cli/report/parameters.py); prepare, pretrain, embed and linear-eval stay cached. A help text of the front end
+    (cli.py) marks none. (On this module's pipeline, last: its edits are undone after.)"""
+    repro(repo)
+    assert changed_stages(repo) == set()
+    cli, knn = repo / "hcl_cli" / "cli.py", repo / "hcl_cli" / "config" / "knn.py"
+    originals = {path: path.read_text() for path in (cli, knn)}
+    try:
+        cli.write_text(originals[cli].replace('DEBUG_HELP = "Show', 'DEBUG_HELP = "Print'))
+        assert cli.read_text() != originals[cli]
+        assert changed_stages(repo) == set(), "the command line's front end is no stage's dependency"
+        knn.write_text(originals[knn].replace('"Neighbours that vote, at most', '"Nearest neighbours that vote, at most'))
+        assert knn.read_text() != originals[knn]
+        assert changed_stages(repo) == {"knn-eval", "report"}
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)

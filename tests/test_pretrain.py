@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -79,6 +80,30 @@ def test_pretrain_writes_a_loadable_encoder_with_its_sidecar(digits: Path, tmp_p
     assert len(losses) == len(knn) == 2 and all(math.isfinite(v) for v in losses)
     assert all(0.0 <= v <= 1.0 for v in knn)
     assert CheckpointStore(tmp_path / "models" / "checkpoints").latest().name == "epoch-0002-step-000000.safetensors"
+
+
+def weights_digest(path: Path) -> str:
+    """sha256 of every tensor of an encoder's state (weights and BatchNorm's running statistics), by name."""
+    model, _ = load_encoder(path)
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode() + tensor.cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def test_the_knn_probe_leaves_the_trained_encoder_bitwise_the_same(digits: Path, tmp_path: Path) -> None:
+    """The probe after every epoch draws no random number (the next epoch's order and views would move), updates no
+    BatchNorm statistic and leaves the model in training mode: its encoder is the unprobed run's, bit for bit."""
+    digests = {}
+    for eval_every in (0, 1):
+        run = tmp_path / f"eval-every-{eval_every}"
+        pretrain.run(tiny_config(digits, run, epochs=3, eval_every=eval_every))
+        digests[eval_every] = weights_digest(run / "models" / "encoder.safetensors")
+    assert len(logged(tmp_path / "eval-every-1", "knn_top1")) == 3
+    assert not (tmp_path / "eval-every-0" / "dvclive" / "plots" / "metrics" / "knn_top1.tsv").exists()
+    assert digests[0] == digests[1]
+    summary = json.loads((tmp_path / "eval-every-1" / "dvclive" / "metrics.json").read_text())
+    assert "loss" in summary and "knn_top1" not in summary, "the probe is a curve; the run's kNN figure is knn-eval's"
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)

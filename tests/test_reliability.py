@@ -31,10 +31,12 @@ from hcl_cli.artifacts import (
     write_text,
 )
 from hcl_cli.checkpoint import POINTER_FILE, CheckpointStore
+from hcl_cli.config import EmbedConfig, PretrainConfig
 from hcl_cli.embeddings import EMBEDDINGS_OUTPUT
 from hcl_cli.errors import HclError, UsageError, shown
 from hcl_cli.history import read_history
 from hcl_cli.metrics import METRICS_OUTPUTS, EvaluationMetrics, save_metrics
+from hcl_cli.stages import embed, pretrain
 from hcl_cli.training.log import PLOTS_FOLDER, TrainingLog
 
 
@@ -86,30 +88,13 @@ def one_error_line(stderr: str) -> bool:
 def test_every_stage_on_a_full_disk_exits_1_naming_the_file(prepared_digits: Callable[[float], Path], tmp_path: Path) -> None:
     data = prepared_digits(0.95)
     common = ("--device", "cpu")
-    assert (
-        hcl(
-            "pretrain",
-            "--data",
-            str(data),
-            "--out",
-            "m",
-            "--live-dir",
-            "live",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "32",
-            "--arch",
-            "small_cnn",
-            *common,
-            cwd=tmp_path,
-        ).returncode
-        == 0
+    model = tmp_path / "m" / "encoder.safetensors"  # the inputs, made in this process: the runs below are the command line's
+    pretrain.run(
+        PretrainConfig(
+            data=str(data), out=str(model.parent), live_dir=str(tmp_path / "live"), epochs=1, batch_size=32, arch="small_cnn", device="cpu"
+        )
     )
-    assert (
-        hcl("embed", "--data", str(data), "--model", "m/encoder.safetensors", "--out", "e.safetensors", *common, cwd=tmp_path).returncode
-        == 0
-    )
+    embed.run(EmbedConfig(data=str(data), model=str(model), out=str(tmp_path / "e.safetensors"), device="cpu"))
     runs = {
         "prepare": ("prepare", "--out", "p"),
         "pretrain": (

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hcl_cli.cli import main
+from hcl_cli.config import PretrainConfig
 from hcl_cli.text.corpus import tokenise
 from hcl_cli.text.prepared import load_split, load_text_card, load_vocabulary
 
@@ -102,13 +103,19 @@ def test_pretrain_trains_quick_thought_and_refuses_label_samplers(tmp_path: Path
     data = tmp_path / "prepared"
     assert invoke(["prepare", "--dataset", "text", "--path", str(source), "--out", str(data)], capsys)[0] == 0
     common = ["pretrain", "--data", str(data), "--batch-size", "16", "--qt-hidden", "8", "--word-dim", "4", "--epochs", "1"]
+    probe_default = ["--eval-every", str(PretrainConfig.eval_every)]  # as the root params.yaml gives it to every modality
     for sampler in ("ucl", "hucl", "undimix"):
         out = tmp_path / sampler
-        code, err = invoke([*common, "--sampler", sampler, "--out", str(out), "--live-dir", str(tmp_path / f"live-{sampler}")], capsys)
+        given = probe_default if sampler == "ucl" else []
+        code, err = invoke(
+            [*common, *given, "--sampler", sampler, "--out", str(out), "--live-dir", str(tmp_path / f"live-{sampler}")], capsys
+        )
         assert code == 0, err
         sidecar = json.loads((out / "encoder.json").read_text())
         assert sidecar["kind"] == "text encoder" and sidecar["vocabulary"] == load_text_card(data).vocabulary
         assert sidecar["config"]["lr"] == 3e-3  # the CPU-sized default on sentences
+        assert sidecar["config"]["eval_every"] == (PretrainConfig.eval_every if given else 0)  # no probe on sentences
+        assert not (tmp_path / f"live-{sampler}" / "plots" / "metrics" / "knn_top1.tsv").exists()
     code, err = invoke([*common, "--sampler", "scl", "--out", str(tmp_path / "scl"), "--live-dir", str(tmp_path / "live-scl")], capsys)
     assert code == 2 and "a text corpus has none" in err.strip().splitlines()[-1]
     assert not (tmp_path / "scl" / "encoder.safetensors").exists()

@@ -192,10 +192,12 @@ class PretrainConfig(StageConfig):
         modality="graph",
     )
     eval_every: int = param(
-        0,
-        "Every N epochs, log kNN top-1 of up to 2,000 test samples against up to 10,000 train samples, with knn-eval's default k on the data's modality (monitoring only; 0 disables).",
+        5,
+        "Every N epochs, log kNN top-1 of up to 2,000 test samples against up to 10,000 train samples, with knn-eval's default k on "
+        "the data's modality (monitoring only: the trained encoder is the same; 0 disables; sentences have no labelled test samples).",
         minimum=0,
         maximum=1_000_000,
+        modality_defaults=(("text", 0),),
     )
     max_steps: int = param(
         0,

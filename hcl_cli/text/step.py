@@ -86,10 +86,11 @@ def build_text_training(
 
 def build_training(config: PretrainConfig, card: TextCard, context: DistributedContext) -> tuple[QtModel, TextTrainingStep]:
     """QT's f and g of ``--qt-hidden`` on ``--word-dim`` embeddings and their step for ``hcl pretrain``, after the checks of
-    :func:`check_text_training`; ``arch`` must be ``qt-gru`` or ``auto``, and ``eval_every`` 0 (kNN monitoring reads labels)."""
+    :func:`check_text_training`; ``arch`` must be ``qt-gru`` or ``auto``, and ``eval_every`` 0 or its default (kNN monitoring reads
+    labels)."""
     if config.arch not in ("auto", QT_GRU):
         raise UsageError(f"{config.data} holds sentences: use --arch {QT_GRU} (or auto), not {config.arch}")
-    if config.eval_every:
+    if config.eval_every not in (0, type(config).eval_every):  # the default, from a params.yaml of every modality, probes nothing here
         raise UsageError(f"--eval-every {config.eval_every} monitors kNN on labelled test samples, and a text corpus has none: use 0")
     check_text_training(config.sampler, config.loss_options(0), queue_size=config.queue_size, world_size=context.world_size)
     learned = config.spec.learned_tensors(config.sampler_options)

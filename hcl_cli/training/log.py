@@ -3,7 +3,7 @@
 The history (one row of metrics per finished epoch) lives in the checkpoint, the single source of
 truth for what a run has done. After each end-of-epoch checkpoint the log is rewritten from it,
 every file atomically, in dvclive's layout, which ``dvc plots``, ``dvc exp show`` and
-``hcl report`` read: ``FOLDER/metrics.json`` (the last row and its ``step``) and one
+``hcl report`` read: ``FOLDER/metrics.json`` (the last row but :data:`CURVES_ONLY`, and its ``step``) and one
 ``FOLDER/plots/metrics/NAME.tsv`` per metric (``step<TAB>NAME``, the 0-based epoch). A process
 killed at any moment leaves each file whole, and ``--resume`` rewrites the log from the
 checkpoint: one row per epoch, never a duplicate or a lost one. (dvclive itself truncates and
@@ -26,6 +26,9 @@ from hcl_cli.interrupts import uninterrupted
 METRICS_FILE = LOG_SUMMARY
 EXTENT_KEYS = ("steps", "planned_steps")
 """The keys of ``metrics.json`` that are not metrics: how many steps the run took and planned."""
+CURVES_ONLY = ("knn_top1",)
+"""Metrics logged as curves but left out of ``metrics.json``: the kNN probe watches a subset every few epochs (HCL
+Fig. 11), and the run's kNN top-1 is ``knn-eval``'s on the full splits, so ``dvc metrics show`` and ``dvc exp show`` list that one."""
 PLOTS_FOLDER = LOG_CURVES
 
 
@@ -77,7 +80,7 @@ class TrainingLog:
             write_output(self.folder / PLOTS_FOLDER / f"{name}.tsv", "\n".join([f"step\t{name}", *rows]) + "\n", CURVE_OUTPUT, self.option)
         for stale in set(self.logged_names()) - set(names):
             (self.folder / PLOTS_FOLDER / f"{stale}.tsv").unlink(missing_ok=True)
-        last = {name: value for name, value in history[-1].items() if name != "epoch"} if history else {}
+        last = {name: value for name, value in history[-1].items() if name not in ("epoch", *CURVES_ONLY)} if history else {}
         summary = {**last, "step": history[-1]["epoch"]} if history else {}
         if history and steps is not None:
             summary |= dict(zip(EXTENT_KEYS, steps))

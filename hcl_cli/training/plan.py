@@ -24,7 +24,7 @@ from hcl_cli.training.init import InitialWeights, start_from
 from hcl_cli.training.log import TrainingLog
 from hcl_cli.training.loop import EpochTotals, TrainingRun, resume_from
 from hcl_cli.training.memory import check_training_memory
-from hcl_cli.training.probes import HsclProbe, KnnProbe
+from hcl_cli.training.probes import KNN_PROBE_SETTINGS, HsclProbe, KnnProbe
 
 CHECKPOINTS_FOLDER = "checkpoints"
 """``OUT/checkpoints``: the resumable state of the last run (no DVC output: docs/cache.md)."""
@@ -133,7 +133,9 @@ def build_plan(spec: RunSpec, context: DistributedContext) -> TrainingPlan:
         store.clear()
     main = context.is_main
     knn_probe = (
-        KnnProbe.from_prepared(config.data, modality, spec.card, config.seed, config.batch_size) if config.eval_every and main else None
+        KnnProbe.from_prepared(config.data, modality, spec.card, config.seed, config.batch_size)
+        if config.eval_every and main and modality.name in KNN_PROBE_SETTINGS
+        else None
     )
     hscl_probe = (
         HsclProbe.from_training(samples, labels, config.seed, config.batch_size, config.sampler_options["temperature"])
