@@ -196,7 +196,8 @@ def markdown(result: dict[str, Any], verification: dict[str, Any] | None = None)
 
 def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[tuple[str, str], str]] | None:
     """The column a verification record adds: its heading (the tolerance, and the commit every row checked by distribution
-    reran at where they share one; else each cell names its own) and per (dataset, row) its
+    reran at where they share one, else the record's where some reran there, else none: each cell names its own) and per
+    (dataset, row) its
     cell, the verdict by distribution (:mod:`~hcl_cli.tables.agreement`) with both means and the interval, bitwise
     where known, and where the row reran when that is not the record's commit and CPU; a row of a record from before
     the distribution check says what its one seed gave."""
@@ -205,7 +206,10 @@ def verification_column(verification: dict[str, Any] | None) -> tuple[str, dict[
     checked = {
         (row["rerun_commit"], bool(row.get("rerun_dirty"))) for row in verification["rows"] if "agrees" in row and row.get("rerun_commit")
     }
-    heading = checked.pop() if len(checked) == 1 else (None, False)  # reruns at several commits: each cell names its own
+    record = (verification.get("commit"), bool(verification.get("dirty")))
+    # one commit heads the column: the rows' own, else the record's (where no row names one, or some reran there); else
+    # each cell names its own
+    heading = checked.pop() if len(checked) == 1 else record if not checked or record in checked else (None, False)
     at = f" at {heading[0][:10]}{'+dirty' if heading[1] else ''}" if heading[0] else ""
     tolerances = sorted({row["tolerance"] for row in verification["rows"] if "tolerance" in row})
     cells = {}
