@@ -159,7 +159,7 @@ def run(request: TableRequest) -> dict[str, Any]:
             )
             if recorded.setdefault(key, values) != json.loads(json.dumps(values)):
                 raise UsageError(f"{shown(work)} ran {key} with other parameters (see {shown(recorded_path)}): use another --name")
-    save_text(recorded_path, json.dumps(recorded, indent=2) + "\n")
+    save_json(recorded_path, recorded)
     done: dict[str, Any] = read_json(runs_path, {})
     epochs = request.epochs or "the presets' (200)"
     for name in [*request.merge, request.name]:
@@ -191,12 +191,12 @@ def run(request: TableRequest) -> dict[str, Any]:
         done[key] = run_one(
             values, seed, request.epochs, loaded[dataset], work / "scratch", train=name != "untrained", protocol=request.protocol
         )
-        save_text(runs_path, json.dumps(done, indent=2) + "\n")
+        save_json(runs_path, done)
         print(f"hcl table: {key}: {done[key]['accuracy']:.2f} ({done[key]['train_seconds']:.1f} s train)", flush=True)
     invocations = read_json(work / "invocations.json", [])
     command = shlex.join(portable(argument, Path.cwd().resolve()) for argument in sys.argv)  # a results file holds no machine path
     invocations.append({"command": command, "seconds": round(time.monotonic() - started, 1), "stopped": stopped})
-    save_text(work / "invocations.json", json.dumps(invocations, indent=2) + "\n")
+    save_json(work / "invocations.json", invocations)
     result = {
         "complete": stopped is None,
         "protocol": request.protocol,
@@ -280,7 +280,7 @@ def verify(
             stored = read_json(path, None)
             record = {**head, **change(stored if isinstance(stored, dict) else None)}
             if record.get("rows") and record != stored:  # a read (the change returns what stands) writes nothing
-                save_text(path, json.dumps(record, indent=2) + "\n")
+                save_json(path, record)
             return record
 
     load = lambda tu_name: prepared(folder, tu_name, data)  # noqa: E731
@@ -294,13 +294,21 @@ def verify(
 
 
 def prepared(work: Path, tu_name: str, source: Path) -> Prepared:
-    """The TU dataset ``tu_name`` prepared from ``source`` into ``WORK/prepared/NAME-HASH`` (once per source, with hcl prepare's stage
-    code), loaded."""
-    digest = hashlib.sha256(os.fsencode(source.resolve())).hexdigest()[:8]
-    folder = work / "prepared" / f"{tu_name}-{digest}"  # another --data prepares afresh
+    """The TU dataset ``tu_name`` prepared from ``source`` into ``WORK/prepared/NAME-HASH`` (:func:`prepared_folder`), loaded."""
+    folder = work / "prepared" / f"{tu_name}-{sources_digest(source)}"
+    return load_prepared(prepared_folder(folder, dataset="tu", name=tu_name, path=str(source)))
+
+
+def sources_digest(*sources: Path) -> str:
+    """Eight hex digits of the sources' resolved paths, naming a table's prepared folder: other sources prepare afresh."""
+    return hashlib.sha256(os.fsencode("\0".join(str(source.resolve()) for source in sources))).hexdigest()[:8]
+
+
+def prepared_folder(folder: Path, **options: Any) -> Path:
+    """``folder``, prepared once by ``hcl prepare``'s stage code with ``options`` (kept as it is where it holds a card)."""
     if not (folder / "card.json").is_file():
-        prepare.run(PrepareConfig(dataset="tu", name=tu_name, path=str(source), out=str(folder)))
-    return load_prepared(folder)
+        prepare.run(PrepareConfig(**options, out=str(folder)))
+    return folder
 
 
 def relative(path: Path) -> str:
@@ -320,6 +328,11 @@ def read_json(path: Path, default: Any) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{shown(path)}: not a readable JSON file ({exc})") from exc
+
+
+def save_json(path: Path, value: Any) -> None:
+    """Write ``value`` to ``path`` as indented JSON, whole (:func:`save_text`): the work folder's files and the benchmarks' records."""
+    save_text(path, json.dumps(value, indent=2) + "\n")
 
 
 def save_text(path: Path, text: str) -> None:

@@ -19,10 +19,8 @@ name with another recipe or other row parameters is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import shlex
 import sys
 import time
@@ -32,12 +30,11 @@ from typing import Any
 
 import torch
 
-from hcl_cli.config import PrepareConfig, PretrainConfig
+from hcl_cli.config import PretrainConfig
 from hcl_cli.errors import UsageError, shown
 from hcl_cli.image.archive import IMAGE_SPLITS
 from hcl_cli.provenance import portable
-from hcl_cli.stages import prepare
-from hcl_cli.stages.table import TableStopped, Writer, read_json, relative, save_text, write_json
+from hcl_cli.stages.table import TableStopped, Writer, prepared_folder, read_json, relative, save_json, sources_digest, write_json
 from hcl_cli.tables.image_methods import ABSENT, IMAGE_ROWS, PAPER_DATASET, Recipe, image_rows, paper_numbers
 from hcl_cli.tables.image_runs import ImageData, load_images, precision_of, run_image
 from hcl_cli.tables.image_summary import image_markdown, image_table
@@ -108,11 +105,8 @@ def prepared_images(request: ImageTableRequest) -> ImageData:
         )
     if kind == "prepared":
         return load_images(request.source, request.device)
-    digest = hashlib.sha256(os.fsencode(request.source.resolve())).hexdigest()[:8]
-    folder = request.work_folder / "prepared" / f"{request.dataset}-{digest}"
-    if not (folder / "card.json").is_file():
-        prepare.run(PrepareConfig(dataset=kind, path=str(request.source), out=str(folder)))
-    return load_images(folder, request.device)
+    folder = request.work_folder / "prepared" / f"{request.dataset}-{sources_digest(request.source)}"
+    return load_images(prepared_folder(folder, dataset=kind, path=str(request.source)), request.device)
 
 
 def recorded_runs(path: Path, recipe: dict[str, Any], rows: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
@@ -172,7 +166,7 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
         raise UsageError(
             f"{shown(work)} ran another recipe or other row parameters (see {shown(work / 'table.json')}): use another --name or --work"
         )
-    save_text(work / "table.json", json.dumps({"recipe": recipe, "rows": recorded["rows"] | rows}, indent=2) + "\n")
+    save_json(work / "table.json", {"recipe": recipe, "rows": recorded["rows"] | rows})
     done = {**done, **{key: run for key, run in read_json(work / "runs.json", {}).items() if key.split("/")[0] in [*rows, "untrained"]}}
     data = prepared_images(request)
     device = torch.cuda.get_device_name(data.device) if data.device.type == "cuda" else "cpu"
@@ -198,7 +192,7 @@ def run(request: ImageTableRequest) -> dict[str, Any]:
             continue
         values = recipe | rows["ucl" if name == "untrained" else name] | {"compile": request.recipe.compile}
         done[key] = run_image(values, int(seed), data, work / "scratch", train=name != "untrained")
-        save_text(work / "runs.json", json.dumps(done, indent=2) + "\n")
+        save_json(work / "runs.json", done)
         write(None)
         print(
             f"hcl table: {key}: kNN {done[key]['knn']:.2f}, linear {done[key]['linear']:.2f} ({done[key]['train_seconds']:.1f} s train)",

@@ -17,10 +17,7 @@ the only part of FILE it changes (docs/sentences.md).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
 import shlex
 import sys
 import time
@@ -30,11 +27,20 @@ from typing import Any
 
 import torch
 
-from hcl_cli.config import PrepareConfig, PretrainConfig
+from hcl_cli.config import PretrainConfig
 from hcl_cli.errors import UsageError, shown
 from hcl_cli.provenance import portable
-from hcl_cli.stages import prepare
-from hcl_cli.stages.table import TableStopped, Writer, check_name, read_json, save_text, write_json
+from hcl_cli.stages.table import (
+    TableStopped,
+    Writer,
+    check_name,
+    prepared_folder,
+    read_json,
+    save_json,
+    save_text,
+    sources_digest,
+    write_json,
+)
 from hcl_cli.tables.owned import check_owned, write_owned
 from hcl_cli.tables.runs import Prepared
 from hcl_cli.tables.sentence_rows import BASELINES, Recipe, papers, sentence_rows
@@ -150,18 +156,11 @@ def recorded(path: Path, recipe: dict[str, Any], rows: dict[str, Any], tasks: li
     return stored
 
 
-def prepared_folder(folder: Path, **options: Any) -> Path:
-    """``folder``, prepared by ``hcl prepare``'s stage code with ``options`` unless it holds a card."""
-    if not (folder / "card.json").is_file():
-        prepare.run(PrepareConfig(**options, out=str(folder)))
-    return folder
-
-
 def load_sentences(request: SentenceTableRequest, tasks: list[str], counts: dict[str, int] | None) -> SentenceData:
     """The corpus (a prepared one used as it is) and ``tasks``, prepared into ``WORK/prepared/HASH`` (one per pair of sources)
     once and loaded; a corpus whose counts are not the record's ``counts`` is a usage error."""
-    corpus, sources = request.corpus, f"{request.corpus.resolve()}\0{request.senteval.resolve()}"
-    folder = request.work_folder / "prepared" / hashlib.sha256(os.fsencode(sources)).hexdigest()[:8]  # other sources: afresh
+    corpus = request.corpus
+    folder = request.work_folder / "prepared" / sources_digest(request.corpus, request.senteval)
     if not (corpus / "card.json").is_file():
         corpus = prepared_folder(folder / "corpus", dataset="text", path=str(corpus))
     card = TEXT.load_card(corpus)
@@ -201,7 +200,7 @@ def run(request: SentenceTableRequest) -> dict[str, Any]:
         raise UsageError(
             f"{shown(work)} ran another recipe, tasks or row parameters (see {shown(work / 'table.json')}): use another --work"
         )
-    save_text(work / "table.json", write_text({"recipe": recipe, "tasks": tasks, "rows": ran["rows"] | rows}))
+    save_json(work / "table.json", {"recipe": recipe, "tasks": tasks, "rows": ran["rows"] | rows})
     done |= {key: run for key, run in read_json(work / "runs.json", {}).items() if key not in done}
     command = shlex.join(["hcl", *(portable(argument, Path.cwd().resolve()) for argument in sys.argv[1:])])
     invocations = [*stored.get("invocations", []), {"command": command, "seconds": 0.0, "stopped": None}]
@@ -227,7 +226,7 @@ def run(request: SentenceTableRequest) -> dict[str, Any]:
         data = data or load_sentences(request, tasks, corpus)
         row, seed = key.split("/")
         done[key] = run_sentences(row, rows.get(row, rows["qt"]), int(seed), data, recipe, work / "scratch")
-        save_text(work / "runs.json", write_text(done))
+        save_json(work / "runs.json", done)
         write(None)
         accuracies = ", ".join(f"{task} {100 * score['accuracy']:.1f}" for task, score in done[key]["scores"].items())
         print(f"hcl table: {key}: {accuracies}", flush=True)
@@ -260,8 +259,3 @@ def results(
         "invocations": invocations,
         "load_average": next((run["load"] for run in reversed(done.values()) if "load" in run), load),
     }
-
-
-def write_text(value: Any) -> str:
-    """``value`` as the work folder's JSON files hold it."""
-    return json.dumps(value, indent=2) + "\n"
