@@ -1,8 +1,10 @@
 """Fixtures shared by the test files: prepared digits at a chosen split, single-threaded torch, the pipeline copied into a fresh
-folder, and the path Sinkhorn runs on a CPU."""
+folder, and the path Sinkhorn runs on a CPU. Under pytest-xdist (pyproject's addopts: a worker a core) each worker's torch
+takes its share of the cores, so that the workers do not oversubscribe them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -16,6 +18,9 @@ from hcl_cli.config import PrepareConfig
 from hcl_cli.stages import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
+
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 def copy_pipeline(destination: Path) -> None:

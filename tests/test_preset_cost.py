@@ -141,7 +141,8 @@ def test_an_interrupted_estimate_leaves_the_params_file_as_it_was(tmp_path: Path
         first = process.stdout.readline()
         assert first.startswith("hcl preset: hscl-cifar10-hscl-beta "), first
         time.sleep(delay)  # into the estimate: importing torch (where a signal once broke numpy's import), or its steps
+        assert process.poll() is None, f"the preset ended (exit {process.returncode}) before {signum.name} came"
         process.send_signal(signum)
-        _, err = process.communicate(timeout=120)
-        assert process.returncode == 128 + signum and len(err.strip().splitlines()) == 1, (signum, err)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 128 + signum and len(err.strip().splitlines()) == 1, (signum, err, first + out)
         assert params.read_bytes() == before, f"{signum.name} during the estimate changed params.yaml"
