@@ -1,12 +1,13 @@
 """Fixtures shared by the test files: prepared digits at a chosen split, single-threaded torch, the pipeline copied into a fresh
 folder, and the path Sinkhorn runs on a CPU. Under pytest-xdist (pyproject's addopts: a worker a core) each worker's torch
-takes its share of the cores, so that the workers do not oversubscribe them."""
+takes its share of the cores, so that the workers do not oversubscribe them, and the files of slow tests go out first."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with the most ``slow`` tests first, each file's tests in their order (a stable sort): pytest-xdist hands
+    out whole files in this order (pyproject's ``--no-loadscope-reorder``), so that no long file starts last and runs alone
+    while the other workers wait."""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
 
 
 def copy_pipeline(destination: Path) -> None:
