@@ -1,8 +1,8 @@
-"""How much of a graph table's rerun difference the optimizer's rounding makes: seed 0 rerun with each Adam.
+"""How much of a graph table's rerun difference the optimizer's rounding makes: seed 0 (or the first N seeds) rerun with each Adam.
 
 Rows made before commit 3e8cfaa trained with a hand-written Adam that was bitwise torch's single-tensor Adam; the
 training steps now use torch's fused Adam (``hcl_cli/optimizer.py``), the same algorithm with another order of float
-operations. This reruns seed 0 of chosen rows of a results file twice at the current commit, with the product's
+operations. This reruns seed 0 (``--seeds N``: the row's first N seeds) of chosen rows of a results file twice at the current commit, with the product's
 optimizer and with torch's single-tensor Adam in its place (everything else the product's code path:
 :func:`hcl_cli.tables.runs.run_one`), and records, per row, the recorded accuracy, both reruns and both weights digests.
 A seed's accuracy to two decimals is a coarse test (:data:`READING`): equal accuracies do not show equal encoders, and
@@ -73,11 +73,17 @@ def single_tensor_adam_in_the_graph_step() -> Iterator[None]:
         graph_step.update_where_finite = finish
 
 
+def first_seeds(result: dict[str, Any], dataset: str, method: str, count: int) -> list[int]:
+    """Row ``dataset``/``method``'s first ``count`` recorded seeds, in order."""
+    return sorted(result["datasets"][dataset]["methods"][method]["seeds"])[:count]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, required=True, help="a table's results file (benchmarks/results/reproduce_graph_*.json)")
     parser.add_argument("--dataset", required=True, help="its dataset to rerun, by TU name (e.g. MUTAG)")
-    parser.add_argument("--methods", nargs="+", required=True, help="its rows to rerun (their seed 0)")
+    parser.add_argument("--methods", nargs="+", required=True, help="its rows to rerun")
+    parser.add_argument("--seeds", type=int, default=1, metavar="N", help="rerun each row's first N recorded seeds (default 1: seed 0)")
     parser.add_argument("--data", type=Path, default=Path("data/raw"), help="the TU data: data/raw, a zip or a tar archive")
     parser.add_argument("--work", type=Path, default=Path("runs/adam_rounding"), help="where the dataset is prepared")
     parser.add_argument("--epochs", type=int, default=None, help="override the file's epochs (a smoke run: the rows then differ)")
@@ -89,9 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     data = prepared(args.work, args.dataset, args.data)
     rows: list[dict[str, Any]] = []
-    for method in args.methods:
+    reruns = [(method, seed) for method in args.methods for seed in first_seeds(result, args.dataset, method, args.seeds)]
+    for method, seed in reruns:
         row = result["datasets"][args.dataset]["methods"][method]
-        seed = 0 if 0 in row["seeds"] else min(row["seeds"])
         fused_run = run_one(row["parameters"], seed, epochs, data, args.work / "scratch", protocol=protocol)
         with single_tensor_adam_in_the_graph_step():
             single_run = run_one(row["parameters"], seed, epochs, data, args.work / "scratch", protocol=protocol)

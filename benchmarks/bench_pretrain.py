@@ -37,14 +37,14 @@ SYNTHETIC_CLASSES = 10
 SYNTHETIC_SIZE = 32
 
 
-def write_synthetic_image_folder(root: Path, count: int, seed: int = 0) -> None:
-    """``root/{train,test}/<class>/<n>.png``: ``count`` random RGB train images and a tenth of that for test."""
+def write_synthetic_image_folder(root: Path, count: int, seed: int = 0, side: int = SYNTHETIC_SIZE) -> None:
+    """``root/{train,test}/<class>/<n>.png``: ``count`` random ``side`` x ``side`` RGB train images and a tenth of that for test."""
     generator = np.random.default_rng(seed)
     for split, size in (("train", count), ("test", max(SYNTHETIC_CLASSES, count // 10))):
         for index in range(size):
             folder = root / split / f"class{index % SYNTHETIC_CLASSES}"
             folder.mkdir(parents=True, exist_ok=True)
-            pixels = generator.integers(0, 256, (SYNTHETIC_SIZE, SYNTHETIC_SIZE, 3), dtype=np.uint8)
+            pixels = generator.integers(0, 256, (side, side, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(folder / f"{index}.png")
 
 

@@ -213,10 +213,11 @@ def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SI
 
 
 @contextlib.contextmanager
-def synthetic_folder(images: int = IMAGES) -> Iterator[Path]:
-    """A prepared folder of ``images`` random 32x32 RGB training images (``hcl prepare --dataset imagefolder``), removed after."""
+def synthetic_folder(images: int = IMAGES, side: int = 32) -> Iterator[Path]:
+    """A prepared folder of ``images`` random ``side`` x ``side`` RGB training images (``hcl prepare --dataset imagefolder``),
+    removed after."""
     with tempfile.TemporaryDirectory() as scratch:
-        write_synthetic_image_folder(Path(scratch) / "images", images)
+        write_synthetic_image_folder(Path(scratch) / "images", images, side=side)
         folder = Path(scratch) / "prepared"
         prepared(folder, dataset="imagefolder", path=str(Path(scratch) / "images"))
         yield folder

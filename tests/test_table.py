@@ -368,17 +368,31 @@ def test_the_adam_rounding_benchmark_reruns_a_row_with_each_optimizer(tmp_path: 
     assert type(inside) is torch.optim.Adam and inside.defaults["foreach"] is False and not inside.defaults["fused"]
     assert isinstance(outside, SkipNonFinite)
 
-    row = {"seeds": [0], "accuracies": [50.0], "parameters": parameters}
+    row = {"seeds": [1, 0, 2], "accuracies": [60.0, 50.0, 70.0], "parameters": parameters}
     results = tmp_path / "reproduce_graph_toy.json"
     results.write_text(json.dumps({"protocol": "inductive", "epochs": 1, "datasets": {"TOY": {"methods": {"ucl": row}}}}))
     monkeypatch.setattr(common, "RESULTS", tmp_path / "out")
     monkeypatch.setattr(torch, "set_num_threads", lambda _: None)
     toy = write_toy_tu(tmp_path / "raw")
     adam_rounding.main(
-        ["--results", str(results), "--dataset", "TOY", "--methods", "ucl", "--data", str(toy), "--work", str(tmp_path / "w")]
+        [
+            "--results",
+            str(results),
+            "--dataset",
+            "TOY",
+            "--methods",
+            "ucl",
+            "--seeds",
+            "2",
+            "--data",
+            str(toy),
+            "--work",
+            str(tmp_path / "w"),
+        ]
     )
     record = json.loads((tmp_path / "out" / "adam_rounding.json").read_text())
-    (rerun,) = record["rows"]
+    rerun, second = record["rows"]
+    assert [(rerun["seed"], rerun["recorded"]), (second["seed"], second["recorded"])] == [(0, 50.0), (1, 60.0)], "the first two seeds"
     assert rerun["recorded"] == 50.0 and {"fused_adam_now", "single_tensor_adam_now"} <= rerun.keys() and record["protocol"] == "inductive"
     assert rerun["fused_weights_sha256"] != rerun["single_tensor_weights_sha256"], "the two Adams round apart"
     assert "not a test of equal encoders" in record["reading"]
