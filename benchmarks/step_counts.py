@@ -50,7 +50,7 @@ from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_pretrain import write_synthetic_image_folder
+from benchmarks.bench_pretrain import SYNTHETIC_SIZE, write_synthetic_image_folder
 from benchmarks.common import prepared, write_result
 from hcl_cli.config import PretrainConfig
 from hcl_cli.distributed import distributed_context
@@ -213,7 +213,7 @@ def count_step(folder: Path, arch: str, sampler: str, batch_size: int = BATCH_SI
 
 
 @contextlib.contextmanager
-def synthetic_folder(images: int = IMAGES, side: int = 32) -> Iterator[Path]:
+def synthetic_folder(images: int = IMAGES, side: int = SYNTHETIC_SIZE) -> Iterator[Path]:
     """A prepared folder of ``images`` random ``side`` x ``side`` RGB training images (``hcl prepare --dataset imagefolder``),
     removed after."""
     with tempfile.TemporaryDirectory() as scratch:

@@ -15,13 +15,14 @@ import pytest
 import torch
 import yaml
 
+from benchmarks.common import cpu_count
 from hcl_cli.config import PrepareConfig
 from hcl_cli.stages import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    torch.set_num_threads(max(1, cpu_count() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
