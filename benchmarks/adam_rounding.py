@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=None, help="override the file's epochs (a smoke run: the rows then differ)")
     parser.add_argument("--name", default="adam_rounding", help="results/NAME.json")
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"--seeds must be at least 1, not {args.seeds}")
     result = json.loads(args.results.read_text(encoding="utf-8"))
     protocol = result.get("protocol", "transductive")
     epochs = args.epochs or (result["epochs"] if isinstance(result.get("epochs"), int) else None)

@@ -396,6 +396,9 @@ def test_the_adam_rounding_benchmark_reruns_a_row_with_each_optimizer(tmp_path: 
     assert rerun["recorded"] == 50.0 and {"fused_adam_now", "single_tensor_adam_now"} <= rerun.keys() and record["protocol"] == "inductive"
     assert rerun["fused_weights_sha256"] != rerun["single_tensor_weights_sha256"], "the two Adams round apart"
     assert "not a test of equal encoders" in record["reading"]
+    with pytest.raises(SystemExit) as refused:
+        adam_rounding.main(["--results", str(results), "--dataset", "TOY", "--methods", "ucl", "--seeds", "0"])
+    assert refused.value.code == 2, "no seed to rerun is a usage error, before any work"
 
 
 def test_a_fig7_table_compares_undimix_with_its_infograph_and_with_hcl_and_answers_the_paper_s_sentence() -> None:
